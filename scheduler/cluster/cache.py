@@ -18,9 +18,10 @@ import dataclasses
 import functools
 import itertools
 import logging
+import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Generator, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, overload
 
 import msgspec
@@ -129,6 +130,83 @@ def _retried(call: Callable[[], T], *, pauses: Sequence[float], sleep: Callable[
                 raise
         sleep(pause)
     return call()
+
+
+# Threads of the writes the bind verb starts (_BindWrites): a preemptor's binding naming gang
+# members on their Jobs, and an AlloX Job's pods-bound record.
+BIND_WRITE_THREADS = 2
+
+
+class _BindWrites:
+    """The writes the bind verb starts, on daemon threads of their own. Not asyncio's default
+    executor: a write the API server leaves hanging (each call up to the client's timeout, a
+    few tries) held one of its threads, shared with the configuration reload's, and at shutdown
+    asyncio's Runner.close() waited for it without a timeout; nor a ThreadPoolExecutor, whose
+    threads the interpreter joins at its exit. :meth:`shutdown` returns at once: a write under
+    way is left to end with the process, and one not begun is not made."""
+
+    def __init__(self, *, threads: int = BIND_WRITE_THREADS) -> None:
+        self._threads = threads
+        self._queue: queue.SimpleQueue[tuple[Future[None], Callable[[], None]] | None] = queue.SimpleQueue()
+        self._changed = threading.Condition()
+        self._started = False
+        self._stopped = False
+        self._unfinished = 0
+
+    def submit(self, call: Callable[[], None]) -> Future[None]:
+        """``call`` run on a writer thread; done at once, unmade, once shut down."""
+        future: Future[None] = Future()
+        with self._changed:
+            if self._stopped:
+                future.set_result(None)
+                return future
+            if not self._started:
+                self._started = True
+                for number in range(self._threads):
+                    threading.Thread(target=self._work, name=f"cellfit-bind-writes-{number}", daemon=True).start()
+            self._unfinished += 1
+        self._queue.put((future, call))
+        return future
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            future, call = item
+            try:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        call()
+                    except BaseException as error:  # the caller's to read (or lose): never this thread's end
+                        future.set_exception(error)
+                    else:
+                        future.set_result(None)
+            finally:
+                with self._changed:
+                    self._unfinished -= 1
+                    self._changed.notify_all()
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait until every write submitted has ended (tests); whether they all have."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._unfinished == 0, timeout=timeout)
+
+    def shutdown(self) -> None:
+        """No write begins from now on; none is waited for."""
+        with self._changed:
+            if self._stopped:
+                return
+            self._stopped = True
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].set_result(None)  # not made: done, so a binding waiting for it goes on
+                with self._changed:
+                    self._unfinished -= 1
+                    self._changed.notify_all()
+        for _ in range(self._threads):
+            self._queue.put(None)
 
 
 class LazilyDecoded(Sequence[T], Generic[T]):
@@ -356,6 +434,8 @@ class ClusterCache:
         # API writes that must not hold up kube-scheduler (events, Job counts): one worker, so
         # they land in the order decided.
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellfit-writes")
+        # The writes the bind verb starts (_BindWrites): stop() waits for none of them.
+        self._bind_writes = _BindWrites()
         # Drives the relists' passes (pacing.py): in the reflector's thread until the server's
         # event loop is known (pace_on).
         self._pacing: Pacing = InThread()
@@ -566,6 +646,7 @@ class ClusterCache:
         for reflector in self.reflectors:
             reflector.stop()
         self._writes.shutdown(wait=False)
+        self._bind_writes.shutdown()
         with self._lock:
             recheck, self._gang_recheck = self._gang_recheck, None
             self._stopped = True
@@ -802,7 +883,8 @@ class ClusterCache:
             for job, added in to_name:
                 self._write_gang_preempted_now(job, added=added, gone=())
 
-        writing = asyncio.get_running_loop().run_in_executor(None, name_all)
+        # On the bind writes' own threads (_BindWrites): a hanging API holds none of asyncio's.
+        writing = asyncio.wrap_future(self._bind_writes.submit(name_all))
         try:
             await asyncio.wait_for(asyncio.shield(writing), timeout=NAMING_BEFORE_BINDING_SECONDS)
         except TimeoutError:

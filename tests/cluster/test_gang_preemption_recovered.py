@@ -76,6 +76,7 @@ def restarted(api: FailingDeletionApi, *, estimator: bool = False, before_list: 
 
 def done(cache: ClusterCache) -> None:
     cache._writes.shutdown(wait=True)  # the background writes, done
+    cache._bind_writes.settle()  # and those the bind verb started
 
 
 def preempted_events(api: FailingDeletionApi) -> list[tuple[str, str]]:

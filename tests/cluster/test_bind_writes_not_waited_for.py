@@ -1,0 +1,79 @@
+"""A write the bind verb starts (a preemptor's binding naming the gang members its record names
+on their Jobs) runs on the cache's own daemon threads (cache._BindWrites), not on asyncio's
+default executor (review28 on fd66259). There, with the API server hanging, each such binding
+held a default-executor thread for the write's tries (~33 s), threads the configuration reload's
+to_thread shares, and at shutdown asyncio's Runner.close() waited for them without a timeout.
+
+The API double's Job write hangs until the test lets it go; a watchdog lets it go after
+WATCHDOG_SECONDS and says so, so that code which waits for it fails here instead of hanging."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from scheduler.cluster import cache as cache_module
+from tests.cluster.test_gang_members_named_at_binding import BindingApi, timers, watched_then_bound
+from tests.cluster.test_gang_recovery_waits_for_deciding_replica import Timers
+
+__all__ = ["timers"]
+
+WATCHDOG_SECONDS = 20.0
+
+
+class HangingJobApi(BindingApi):
+    """A Job write that hangs (an API server that accepts the connection and answers nothing)
+    until ``release`` is set."""
+
+    def __init__(self, **lists: Any) -> None:
+        super().__init__(**lists)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.watchdog_fired = False
+        self.on_daemon_thread: bool | None = None
+
+    def patch_job(self, *, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+        self.on_daemon_thread = threading.current_thread().daemon
+        self.entered.set()
+        if not self.release.wait(timeout=WATCHDOG_SECONDS):
+            self.watchdog_fired = True
+        super().patch_job(namespace=namespace, name=name, operations=operations)
+
+
+def test_the_event_loop_ends_and_the_cache_stops_while_the_write_hangs(timers: Timers, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache_module, "NAMING_BEFORE_BINDING_SECONDS", 0.0)
+    # The binding runs under asyncio.run (bind_te_0), whose close waits for its default executor.
+    api, cache = watched_then_bound(time.time() - 10, api_type=HangingJobApi)
+    assert isinstance(api, HangingJobApi)
+    assert api.named_at_binding == [{}]  # bound without waiting for the write
+    assert not api.watchdog_fired, "the event loop's close waited for the hanging Job write"
+    assert api.entered.wait(timeout=WATCHDOG_SECONDS)  # the write is under way, hanging
+    cache.stop()  # returns while it hangs
+    assert not api.watchdog_fired
+    assert api.on_daemon_thread is True  # the interpreter's exit does not wait for it either
+    api.release.set()
+    assert cache._bind_writes.settle(timeout=WATCHDOG_SECONDS)
+
+
+def test_a_write_not_begun_at_the_stop_is_not_made() -> None:
+    writes = cache_module._BindWrites(threads=1)
+    hanging, release = threading.Event(), threading.Event()
+    made: list[str] = []
+
+    def hang() -> None:
+        hanging.set()
+        release.wait(timeout=WATCHDOG_SECONDS)
+        made.append("first")
+
+    first = writes.submit(hang)
+    assert hanging.wait(timeout=WATCHDOG_SECONDS)
+    second = writes.submit(lambda: made.append("second"))
+    writes.shutdown()
+    assert second.done() and not first.done()  # the one not begun is given up, the hanging one not waited for
+    assert writes.submit(lambda: made.append("third")).done()  # nothing begins once stopped
+    release.set()
+    assert writes.settle(timeout=WATCHDOG_SECONDS)
+    assert made == ["first"]
