@@ -639,9 +639,16 @@ def decide_starts(
     plan = QueuePlan(now=now, jobs=jobs, matched=matched, machines=arrays, grid=grid, gangs_queued=gang_plan.queued,
                      waiting=waiting, waits_instead={started_key: chosen for chosen, started_key in instead.items()})
     per_demand = _SharePerDemand(shares)
-    for assignment in started:  # as user_progress over holding then started would sum them
-        user = assignment.job.user
-        progress[user] = progress.get(user, 0.0) + job_value(assignment.job, assignment.kind, per_demand)
+    if matched.progress is not None and _PROGRESS_FROM_WALK:
+        # Algorithm 2 ranked by these sums: this progress plus each start's value (the same
+        # values: a share depends on the demand alone), user by user in the order of the
+        # starts, as the loop below adds them; taken rather than summed again (~1 ms at 455).
+        for user in {assignment.job.user for assignment in started}:
+            progress[user] = matched.progress[user]
+    else:
+        for assignment in started:  # as user_progress over holding then started would sum them
+            user = assignment.job.user
+            progress[user] = progress.get(user, 0.0) + job_value(assignment.job, assignment.kind, per_demand)
     users = sorted({job.user for job in waiting} | {job.user for job in running})
     values = [progress.get(user, 0.0) for user in users]
     if reuse is not None:
@@ -659,6 +666,11 @@ def decide_starts(
         waiting_for_pool=tuple(waiting_for_pool),
         awaiting_on_idle=awaiting_on_idle,
     ), plan
+
+
+# Off: the answer's progress is summed again over the starts, also where Algorithm 2's walk
+# kept it (the tests compare both ways).
+_PROGRESS_FROM_WALK = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

@@ -78,6 +78,10 @@ class Matched:
     # At α < 1 (several matchings): every waiting job's arrays on the machines before the
     # starts, which admission takes its queue's rows from.
     every_job: Problem | None = None
+    # At α < 1: each user's progress after the starts, as the walk ranked by it (the progress
+    # given, or ``running``'s, plus each start's value in the order of the starts); None where
+    # no ranking was kept (every user considered, or AlloX+).
+    progress: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,6 +238,8 @@ class AlloxScheduler:
                 continue
             count = base
             chosen: tuple[_Plan, Job] | None = None
+            # The machine's class as the facts read it, asked at most once a visit (_Here).
+            here = _Here(position, delay, arrays.machine_kind) if _HERE_KEPT else None
             told = vacancy is None  # whether every waiting job's bound has been asked this visit
             made_uncontended = fresh = False  # whether the plan that starts a job was made, and by _Left.uncontended
             # Whether a set of this visit's raise was declined by _Left.uncontended, and whether
@@ -289,7 +295,7 @@ class AlloxScheduler:
                             arrays = _moved_to(arrays, delay=delay, orders=orders)
                             moved = False
                         known = empty.get(considered) if _CARRY_EMPTY and vacancy is not None else None
-                        if known is not None and known.leaves_empty(position, delay, arrays.machine_kind):
+                        if known is not None and known.leaves_empty(position, delay, arrays.machine_kind, here):
                             # Every optimal matching leaves the machine empty, as the plan
                             # would: put off until a machine asks for it again, if one does.
                             plans[considered] = _Deferred(rows, arrays, len(starts_seen), known)
@@ -305,7 +311,7 @@ class AlloxScheduler:
                                 ahead = _Ahead.solved(frozenset(ranking[:target]), left, arrays, position, delay, vacancy)
                         if ahead is not None and ahead.users == considered:
                             written = ahead.plan  # solved on these machines for these rows: what solving now gives
-                        elif ahead is not None and ahead.tells(considered, position, delay, arrays.machine_kind):
+                        elif ahead is not None and ahead.tells(considered, position, delay, arrays.machine_kind, here):
                             # A larger set's plan at these waits shows that every optimal
                             # matching of this set leaves the machine empty: put off, as above.
                             assert ahead.fact is not None
@@ -375,7 +381,7 @@ class AlloxScheduler:
                     shared = _listed_before(len(delay), kind=kind_index, wait=wait, delay=delay, machine_kind=arrays.machine_kind) > 1
                 starts_seen.append(_Seen(position, kind_index, wait, delay.copy(), shared))
             # else no plan is put off: a plan put off later reads the starts after it only.
-        return Matched(started, every_job=every_job)
+        return Matched(started, every_job=every_job, progress=progress if ranked else None)
 
     @staticmethod
     def _every_user(*, now: float, free_machines: Sequence[Machine], waiting: Mapping[str, Job], machines: Fleet,
@@ -545,6 +551,10 @@ _LOOK_AHEAD = True
 # smaller one's answer tells theirs (the tests compare both ways).
 _NEST_TESTS = True
 
+# Off: each fact the raise reads at a visit counts the machine's class again (_Here; the tests
+# compare both ways).
+_HERE_KEPT = True
+
 # Off: _Vacancy sums every start's move into N, also those of machines waiting too long to count
 # for any row (_Vacancy._reach_of; the tests compare both ways).
 _SKIP_UNREACHED = True
@@ -612,10 +622,11 @@ class _Empty:
         count = _in_class(used, kind=kind, wait=wait, delay=delay, machine_kind=plan.machine_kind, leaving_out=-1)
         return _Empty(kind, wait, count, plan.unique, tolerance)
 
-    def leaves_empty(self, position: int, delay: FloatArray, machine_kind: IntArray) -> bool:
+    def leaves_empty(self, position: int, delay: FloatArray, machine_kind: IntArray, here: _Here | None = None) -> bool:
         """Whether every optimal matching of the set's waiting jobs, on the machines waiting
-        ``delay``, leaves machine ``position`` empty (False: not certain)."""
-        if not self.beyond(position, delay, machine_kind):
+        ``delay``, leaves machine ``position`` empty (False: not certain). ``here``: what is
+        known of ``position``'s class on these machines (see :class:`_Here`)."""
+        if not self.beyond(position, delay, machine_kind, here):
             return False
         if self.certain is None:
             assert self.unique is not None
@@ -623,9 +634,13 @@ class _Empty:
             self.unique = None
         return self.certain
 
-    def beyond(self, position: int, delay: FloatArray, machine_kind: IntArray) -> bool:
+    def beyond(self, position: int, delay: FloatArray, machine_kind: IntArray, here: _Here | None = None) -> bool:
         """Whether machine ``position`` is of the group, with at least ``count`` of it listed
         before it: canonical gives a group's queues to its machines listed first."""
+        if here is not None and here.of(position, delay, machine_kind):
+            if here.kind != self.kind or here.wait != self.wait or here.near(self.tolerance):
+                return False
+            return self.count <= here.before()
         kind, wait = int(machine_kind[position]), float(delay[position])
         if kind != self.kind or wait != self.wait or _near(kind, wait, delay, machine_kind, self.tolerance):
             return False
@@ -641,6 +656,39 @@ class _Empty:
             return {}
         group = _listed_before(len(delay), kind=kind, wait=old, delay=delay, machine_kind=machine_kind)
         return {users: fact for users, fact in known.items() if fact.kind == kind and fact.wait == old and fact.count < group}
+
+
+class _Here:
+    """The visited machine's class on the machines as the walk has them (the walk's own waits,
+    which nothing moves between a visit's first test and its start): its kind and wait, whether
+    a machine of its kind waits within a tolerance of it, and how many of its class are listed
+    before it, each worked out when first asked. :meth:`_Empty.beyond` asks the same of every
+    fact the raise reads at a visit (~150 a burst's pass, two scans of the machines each)."""
+
+    __slots__ = ("_position", "_delay", "_machine_kind", "kind", "wait", "_near", "_before")
+
+    def __init__(self, position: int, delay: FloatArray, machine_kind: IntArray) -> None:
+        self._position, self._delay, self._machine_kind = position, delay, machine_kind
+        self.kind, self.wait = int(machine_kind[position]), float(delay[position])
+        self._near: dict[float, bool] = {}
+        self._before: int | None = None
+
+    def of(self, position: int, delay: FloatArray, machine_kind: IntArray) -> bool:
+        """Whether this is machine ``position``'s class on these very buffers."""
+        return position == self._position and delay is self._delay and machine_kind is self._machine_kind
+
+    def near(self, tolerance: float) -> bool:
+        """:func:`_near` of the class."""
+        found = self._near.get(tolerance)
+        if found is None:
+            found = self._near[tolerance] = _near(self.kind, self.wait, self._delay, self._machine_kind, tolerance)
+        return found
+
+    def before(self) -> int:
+        """:func:`_listed_before` the machine, of its class."""
+        if self._before is None:
+            self._before = _listed_before(self._position, kind=self.kind, wait=self.wait, delay=self._delay, machine_kind=self._machine_kind)
+        return self._before
 
 
 # _reordered sorts every kind again from this many machines moved (each move in NumPy ~27 us, a
@@ -752,10 +800,10 @@ class _Ahead:
             fact = _Empty.of(plan, position, delay, vacancy.tolerance)
         return _Ahead(users, plan, fact)
 
-    def tells(self, considered: frozenset[str], position: int, delay: FloatArray, machine_kind: IntArray) -> bool:
+    def tells(self, considered: frozenset[str], position: int, delay: FloatArray, machine_kind: IntArray, here: _Here | None = None) -> bool:
         """Whether every optimal matching of ``considered``, a smaller set than ``users``, on
         the machines as they are leaves machine ``position`` empty (False: not certain)."""
-        return self.fact is not None and considered < self.users and self.fact.leaves_empty(position, delay, machine_kind)
+        return self.fact is not None and considered < self.users and self.fact.leaves_empty(position, delay, machine_kind, here)
 
 
 def _once(test: Callable[[], bool]) -> Callable[[], bool]:

@@ -1,0 +1,103 @@
+"""The visited machine's class counted once a visit (``allox._Here``, ``allox._HERE_KEPT``)
+tells each fact what counting it again does.
+
+``_Empty.beyond`` asks of the visited machine's class whether a machine of its kind waits within
+rounding of it and how many of it are listed before it; the raise asks that of every fact it
+reads at a visit, on the same waits. Here ``beyond`` with and without ``_Here`` is compared on
+random machines (classes of several machines, waits within a tolerance of each other, a
+``_Here`` of another machine or of other buffers, which is not read), and the starts both ways
+on random bursts, live states through ``decide`` and the benchmark's burst.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scheduler.matching import allox
+from scheduler.matching.admission import decide
+from scheduler.matching.allox import AlloxScheduler, _Empty, _Here
+from tests.matching.test_matching_carry_empty import burst
+from tests.matching.test_matching_vacancy import live_state
+from tests.matching.test_matching_walk_run import benchmark_state, gpu_burst, starts
+
+
+def both_ways(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """``call()`` with the class counted once a visit, then counted for each fact."""
+    with monkeypatch.context() as patched:
+        patched.setattr(allox, "_HERE_KEPT", True)
+        kept = call()
+    with monkeypatch.context() as patched:
+        patched.setattr(allox, "_HERE_KEPT", False)
+        counted = call()
+    return kept, counted
+
+
+@pytest.mark.parametrize("in_c", [True, False])
+def test_a_fact_tells_the_same_from_the_class_counted_once(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
+    monkeypatch.setattr(allox, "walk", allox.walk if in_c else None)
+    rng = random.Random(28301 + in_c)
+    read = {True: 0, False: 0}
+    for _ in range(800):
+        machines = rng.randint(1, 30)
+        machine_kind = np.array([rng.randrange(3) for _ in range(machines)], dtype=np.int64)
+        delay = np.array([float(rng.choice([0, 0, 5, 5, 10])) for _ in range(machines)])
+        if rng.random() < 0.3:
+            delay[rng.randrange(machines)] += rng.choice([1e-12, 4e-16, 1e-3])  # within a tolerance, or not
+        position = rng.randrange(machines)
+        here = _Here(position, delay, machine_kind)
+        other = rng.random()
+        if other < 0.2:
+            here = _Here(rng.randrange(machines), delay, machine_kind)  # another machine's: not read
+        elif other < 0.3:
+            here = _Here(position, delay.copy(), machine_kind)  # other buffers: not read
+        for _ in range(5):
+            fact = _Empty(kind=rng.choice([int(machine_kind[position]), rng.randrange(3)]),
+                          wait=rng.choice([float(delay[position]), 0.0, 5.0]), count=rng.randrange(4), unique=None,
+                          tolerance=rng.choice([1e-9, 1e-20]))
+            told = fact.beyond(position, delay, machine_kind, here)
+            assert told == fact.beyond(position, delay, machine_kind)
+            read[here.of(position, delay, machine_kind)] += 1
+    assert read[True] > 2000 and read[False] > 500
+
+
+@pytest.mark.parametrize("in_c", [True, False])
+def test_random_bursts_start_the_same_with_the_class_counted_once(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
+    monkeypatch.setattr(allox, "runs", allox.runs if in_c else None)
+    rng = random.Random(28302)
+    for _ in range(100):
+        arguments = gpu_burst(rng)
+        scheduler = AlloxScheduler(alpha=rng.choice([0.05, 0.1, 0.2, 0.3, 1.0]), raise_alpha_when_idle=rng.random() < 0.8)
+        kept, counted = both_ways(lambda: starts(scheduler.on_machine_free(**arguments)), monkeypatch)  # noqa: B023
+        assert kept == counted
+    for _ in range(150):
+        arguments, alpha = burst(rng)
+        kept, counted = both_ways(lambda: starts(AlloxScheduler(alpha=alpha).on_machine_free(**arguments)), monkeypatch)  # noqa: B023
+        assert kept == counted
+
+
+def test_admission_and_the_burst_decide_the_same_with_the_class_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.benchmarks.bench_admission import BURST_BUSY
+
+    rng = random.Random(28303)
+    for pools in (False, True):
+        for _ in range(10):
+            state = live_state(rng, pools=pools)
+            for alpha in (0.1, 0.3):
+                kept, counted = both_ways(lambda: decide(**state, alpha=alpha), monkeypatch)  # type: ignore[arg-type]  # noqa: B023
+                assert kept == counted
+    arguments = benchmark_state(BURST_BUSY)
+    asked: list[bool] = []
+    beyond = _Empty.beyond
+
+    def recorded(fact: _Empty, position: int, delay: Any, machine_kind: Any, here: _Here | None = None) -> bool:
+        asked.append(here is not None and here.of(position, delay, machine_kind))
+        return beyond(fact, position, delay, machine_kind, here)
+
+    monkeypatch.setattr(_Empty, "beyond", recorded)
+    kept, counted = both_ways(lambda: decide(**arguments, alpha=0.1), monkeypatch)
+    assert kept == counted and len(kept.starts) == 455
+    assert asked.count(True) > 100  # the facts the raise read at its visits, from the class counted once
