@@ -81,22 +81,10 @@ class JobSpec(msgspec.Struct, frozen=True):
         return bytes(self.template) not in (b"", b"null")
 
 
-class UncountedTerminatedPods(msgspec.Struct, frozen=True):
-    succeeded: list[str] | None = None
-    failed: list[str] | None = None
-
-
 class JobStatus(msgspec.Struct, frozen=True):
     conditions: list[JobCondition] | None = None
     startTime: str | None = None
     completionTime: str | None = None
-    # The Job controller's counts of its pods (of every run: not reset by a suspension): the
-    # placer tells by them whether a pod of it may have run while no cellfit watched
-    # (placer/holding.py ran_or_ended).
-    ready: int | None = None
-    succeeded: int | None = None
-    failed: int | None = None
-    uncountedTerminatedPods: UncountedTerminatedPods | None = None
 
 
 class Job(msgspec.Struct, frozen=True):

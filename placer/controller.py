@@ -321,10 +321,6 @@ class PlacerController:
         # or, recorded on the Job (ANNOTATION_PODS_BOUND), by one before a restart.
         self._was_bound: set[str] = set()
         self._bound_recorded: set[str] = set()  # of those, the UIDs whose Job carries that record
-        # UIDs of Jobs seen suspended in a pass of this controller (this term's): a run of them
-        # began in its sight, so a pod of it bound since was seen. Of another Job, a pod may have
-        # been bound and gone while no cellfit watched, its pods-bound record never written.
-        self._saw_suspended: set[str] = set()
         # UIDs of Jobs their users unsuspended by hand none of whose pods was bound yet (they
         # hold no machine, their pods take the first to free), and of those seen bound since,
         # when this process first saw it: their estimate runs from then, not from the unsuspend.
@@ -418,13 +414,10 @@ class PlacerController:
         backing_off: dict[str, str] = {}  # Job key -> why it waits: each of its kinds backed off
         # Job key -> the back-off of a Job queued in its other kind, which its place is told with
         backed_off_in: dict[str, str] = {}
-        saw_suspended: set[str] = set()
         for job in jobs:
             key = f"{job.metadata.namespace}/{job.metadata.name}"
             by_key[key] = job
             uid, version = job.metadata.uid, job.metadata.resourceVersion
-            if job.suspended or uid in self._saw_suspended:
-                saw_suspended.add(uid)
             # A Job the watch shows unchanged reads as it did last pass (most of a queue and of
             # the running Jobs, on most passes): classifying every Job was a fifth of a pass at
             # 1,000 waiting, and a fifth again with 1,000 running.
@@ -452,7 +445,6 @@ class PlacerController:
                 running.append(item)
                 running_uids.add(uid)
         self._seen = seen
-        self._saw_suspended = saw_suspended
         # Job key -> why no node its configurations' node selectors admit holds it (told below).
         beyond_its_nodes: dict[str, str] = {}
         if self._allocatable_carrying is not None and waiting:
@@ -832,12 +824,8 @@ class PlacerController:
             released.append((item, state))
             # A trial Job is left pending: its pod may wait out its victims' grace period (FitGpp
             # keeps their room for it), and trial Jobs never wait in AlloX's queue.
-            never_bound = (state == "unbound" and not resuming and uid not in self._was_bound
-                           and ANNOTATION_PLACEMENT in job.annotations and not _is_trial(job) and not joining)
-            # Suspending it again deletes its pods: not a running training Job's whose pods ran
-            # while no cellfit led and left their node since (its record never written).
-            bound_unseen = never_bound and self._may_have_run_unseen(job)
-            if never_bound and not bound_unseen:
+            if (state == "unbound" and not resuming and uid not in self._was_bound and ANNOTATION_PLACEMENT in job.annotations
+                    and not _is_trial(job) and not joining):
                 self._suspend_again(job, item.kind, pool=pool)
                 continue
             if resuming:  # told above: its pods were bound, then preempted, not never bound
@@ -856,7 +844,7 @@ class PlacerController:
                 self._released[uid] = state
                 self._tell(job, status="True", reason="PodsElsewhere" if state == "elsewhere" else "NotBound",
                            message=explain(item.kind, state, unbound_hold_seconds=self._unbound_hold_seconds,
-                                           was_bound=None if bound_unseen else uid in self._was_bound))
+                                           was_bound=uid in self._was_bound))
         return kept, released, waiting_for_nodes
 
     def _read_back_let_go(self, job: Job, kind: str, *, by_hand: bool) -> None:
@@ -884,12 +872,18 @@ class PlacerController:
         elif let_go == "unbound":
             self._awaiting.add(uid)
 
-    def _may_have_run_unseen(self, job: Job) -> bool:
-        """Whether a pod of the Job's present run may have been bound where this controller
-        could not see it: it did not see the run begin (the Job was not suspended in any pass of
-        this term: cellfit restarted, or this replica took the lead, since its start), and the
-        Job controller counts pods of it that are ready or ended (:func:`_ran_or_ended`)."""
-        return job.metadata.uid not in self._saw_suspended and _ran_or_ended(job)
+    def _node_rooms(self, capacity: Capacity) -> _NodeRooms:
+        """What AlloX's nodes hold for one pod, each and in all, as NoMachine's reasons weigh it."""
+        allocatable_by_node = self._allocatable_by_node()
+        nodes = tuple(_in_demand_units(allocatable) for allocatable in allocatable_by_node.values())
+        # Each node as a CPU slot is cut from it: less what it keeps beside its GPUs.
+        beside_kept = tuple(_beside_kept(node, kept=self._kept_on(name)) for name, node in zip(allocatable_by_node, nodes))
+        # Less only allox.reservedCpuPerGpu, which stays: what a CPU pod never gets beyond.
+        floor = Demand(cpu=self._settings.reserved_cpu_per_gpu)
+        beside_floor = tuple(_beside_kept(node, kept=floor) for node in nodes)
+        return _NodeRooms(nodes=nodes, beside_kept=beside_kept,
+                          cpu_room=_total(beside_kept) if beside_kept else _beside_kept(capacity, kept=self._kept_on(None)),
+                          beside_floor=beside_floor, floor_room=_total(beside_floor) if beside_floor else _beside_kept(capacity, kept=floor))
 
     def _pool_takes(self, pool: Mapping[str, str], item: RunningJob) -> bool:
         """Whether a node of AlloX's carrying ``pool``'s labels, up now, could take a pod of the
@@ -909,7 +903,9 @@ class PlacerController:
         a cellfit restarted after its pods left their node reads it back and does not suspend it
         again as one none of whose pods was ever bound. Only a Job the NotBound rule may suspend
         (AlloX's placement, not a trial Job) needs it; one whose start time the watch does not
-        show yet is recorded on a later pass; a write that fails is tried again next pass."""
+        show yet is recorded on a later pass; a write that fails is tried again next pass. The
+        replica whose bind verb bound the pod writes it first, leader or not
+        (ClusterCache.bind): this leader's write is for a record that one could not make."""
         uid = job.metadata.uid
         start_time = job.status.startTime if job.status else None
         if uid in self._bound_recorded or not start_time or ANNOTATION_PLACEMENT not in job.annotations or _is_trial(job):
@@ -1755,19 +1751,6 @@ def _let_go_in_this_spell(job: Job) -> Hold | None:
     if written is None or started is None or written < started:
         return None
     return let_go
-
-
-def _ran_or_ended(job: Job) -> bool:
-    """Whether the Job controller counts a pod of the Job ready now, or ended (succeeded or
-    failed, counted or not yet): a pod that ran, or was deleted, in this run or an earlier one
-    (the counts are not reset when the Job is suspended). None at all: no pod of it ever ended,
-    so none of this run was bound and has left its node since."""
-    status = job.status
-    if status is None:
-        return False
-    uncounted = status.uncountedTerminatedPods
-    return bool(status.ready or status.succeeded or status.failed
-                or (uncounted is not None and (uncounted.succeeded or uncounted.failed)))
 
 
 def suspended_again_back_off(times: int, *, base_seconds: float) -> float:

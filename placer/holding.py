@@ -70,16 +70,11 @@ def bound_in_this_run(annotations: Mapping[str, str], start_time: str | None) ->
     return bool(start_time) and annotations.get(ANNOTATION_PODS_BOUND) == start_time
 
 
-def explain(kind: str, state: Hold, *, unbound_hold_seconds: float, was_bound: bool | None = False) -> str:
+def explain(kind: str, state: Hold, *, unbound_hold_seconds: float, was_bound: bool = False) -> str:
     """The Job's condition message when it holds no machine (``elsewhere`` or ``unbound``);
-    ``was_bound``: its pods were seen bound to AlloX's nodes before (so not "none was bound");
-    None: not known, a pod of it may have run since its start while no cellfit watched."""
+    ``was_bound``: its pods were seen bound to AlloX's nodes before (so not "none was bound")."""
     if state == "elsewhere":
         return f"its pods run on nodes outside AlloX's (allox.nodeSelector): AlloX keeps no {kind} machine for it"
-    if was_bound is None:
-        return (f"its pods are not bound to a node now, and a pod of it may have run since its start while no cellfit "
-                f"watched (the Job counts pods of it that ran or ended), so AlloX does not suspend it again: it keeps no "
-                f"{kind} machine for it until one is bound")
     if was_bound:
         return (f"its pods are waiting to be placed again (their node was deleted, or they were replaced), none bound "
                 f"to a node now: AlloX keeps no {kind} machine for it until one is bound")

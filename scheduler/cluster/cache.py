@@ -28,7 +28,7 @@ import msgspec
 
 from estimator.objects import LABEL_SAMPLE, Pod as SamplingPod
 from estimator.objects import POD_DECODER as SAMPLING_POD_DECODER
-from placer.holding import JobPods
+from placer.holding import JobPods, bound_in_this_run
 from scheduler.cluster.api import Kind, KubernetesApi, WatchExpired
 from scheduler.cluster.feed import InterchangeableJobs, SamplingPods
 from scheduler.cluster.pacing import InThread, Pacing, Steps
@@ -51,8 +51,12 @@ from scheduler.constants import (
     ANNOTATION_BIND_INFO,
     ANNOTATION_CONFIGURATIONS,
     ANNOTATION_GANG_PREEMPTED,
+    ANNOTATION_PLACEMENT,
+    ANNOTATION_PODS_BOUND,
     ANNOTATION_PREEMPTIONS,
     ANNOTATION_PREEMPTOR_HOLD,
+    JOB_CLASS_TRIAL,
+    LABEL_JOB_CLASS,
 )
 from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.groups import DisjointSets
@@ -67,6 +71,7 @@ from scheduler.preemption.model import JobClass, job_class_or_best_effort, preem
 from scheduler.preemption.resume_records import JobRef
 from scheduler.kube import translate, wire
 from scheduler.kube.lists import read_page
+from scheduler.kube.wire import annotation_pointer
 from scheduler.matching.admission import BestEffortGpus
 
 log = logging.getLogger(__name__)
@@ -409,6 +414,17 @@ def _decoded_reflector(
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class _AlloxRun:
+    """The present run of a Job AlloX started (``cellfit.io/placement``, not a trial Job) as the
+    Jobs watch shows it: its start (``status.startTime``) and whether its pods-bound record
+    (``cellfit.io/pods-bound``) names that run already."""
+
+    job: JobRef
+    start_time: str
+    recorded: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class _MembersLeft:
     """A preemptor's record (``text``, decided at wall-clock ``at``) naming gang members elsewhere
     that still run, and those of them their Jobs do not name yet (``to_name``, by Job: member UID
@@ -503,6 +519,16 @@ class ClusterCache:
         # them that the watch never showed and the list does not show is gone.
         self._assumed_before_list = 0
         self._job_uids: set[str] = set()
+        # The pods-bound records the bind verb writes (_note_bound_here), under _runs_lock (never
+        # held across a call, so the bind verb never waits for a watch's step): the present run
+        # of each Job AlloX started, by Job UID; the pods of each Job this replica bound, by Job
+        # UID (forgotten with the pod); pods it bound before its watch showed them (oldest
+        # dropped past VICTIMS_KEPT); and the run whose record this replica wrote or is writing.
+        self._runs_lock = threading.Lock()
+        self._allox_runs: dict[str, _AlloxRun] = {}
+        self._bound_here: dict[str, set[str]] = {}
+        self._bound_unseen: dict[str, None] = {}
+        self._recording: dict[str, str] = {}
         self.interchangeable: InterchangeableJobs | None = InterchangeableJobs() if interchangeable_jobs else None
         self._sampling_pods: SamplingPods | None = None if self.interchangeable is None else self.interchangeable.sampling_pods
         self.pods: Reflector[wire.Pod] | Reflector[WatchedPod] = self._pods_reflector(api)
@@ -601,12 +627,17 @@ class ClusterCache:
     def _track_job(self, job: wire.Job) -> None:
         self._job_uids.add(job.metadata.uid)
         self._follow_gang_preempted(job)
+        self._follow_allox_run(job)
         if self._job_tracker is not None:
             self._job_tracker.apply_job(translate.job_info(job))
 
     def _forget_job(self, uid: str) -> None:
         self._job_uids.discard(uid)
         self._gang_preempted.pop(uid, None)
+        with self._runs_lock:
+            self._allox_runs.pop(uid, None)
+            self._bound_here.pop(uid, None)
+            self._recording.pop(uid, None)
         if self._job_tracker is not None:
             self._job_tracker.delete_job(uid)
 
@@ -847,6 +878,7 @@ class ClusterCache:
         await self._name_on_jobs_before_binding(uid, annotations.get(ANNOTATION_PREEMPTOR_HOLD))
         try:
             await self._api.create_binding(namespace=namespace, name=name, uid=uid, node_name=node_name, annotations=annotations)
+            self._note_bound_here(uid)
         except CellfitError as error:
             with self._lock:
                 shown = self._bound_as_shown(uid, node_name)
@@ -858,6 +890,7 @@ class ClusterCache:
                 raise
             log.warning("binding failed as the watch shows it made; taken as made",
                         extra={"pod": f"{namespace}/{name}", "node": node_name, "reason": str(error)})
+            self._note_bound_here(uid)
 
     async def _name_on_jobs_before_binding(self, uid: str, text: str | None) -> None:
         """Before the binding of the preemptor ``uid``: the gang members elsewhere that ``text``,
@@ -890,6 +923,94 @@ class ClusterCache:
         except TimeoutError:
             log.warning("binding a preemptor before the gang members its record names are named on their Jobs: the writes go on",
                         extra={"pod": preemptor.key, "jobs": sorted(job.key for job, _ in to_name)})
+
+    # ------------------------------------------------------------------ pods-bound records
+
+    def _follow_allox_run(self, job: wire.Job) -> None:
+        """The present run of a Job AlloX started, as the Jobs watch shows it (another Job's is
+        forgotten), and its pods-bound record written where a pod this replica bound runs for it
+        and the record names an earlier run: the Job's update showing its start may come after
+        the binding. Under the lock."""
+        meta = job.metadata
+        annotations = meta.annotations or {}
+        start_time = job.status.startTime if job.status is not None else None
+        with self._runs_lock:
+            if ANNOTATION_PLACEMENT not in annotations or not start_time or (meta.labels or {}).get(LABEL_JOB_CLASS) == JOB_CLASS_TRIAL:
+                self._allox_runs.pop(meta.uid, None)
+                return
+            self._allox_runs[meta.uid] = _AlloxRun(job=JobRef(uid=meta.uid, namespace=meta.namespace, name=meta.name),
+                                                    start_time=start_time, recorded=bound_in_this_run(annotations, start_time))
+            to_record = self._run_to_record(meta.uid) if meta.uid in self._bound_here else None
+        if to_record is not None:
+            self._record_pods_bound(*to_record)
+
+    def _note_bound_here(self, uid: str, shown: PodInfo | None = None) -> None:
+        """After this replica bound the pod ``uid`` (``shown``: as its watch first shows it, for
+        one the watch had not shown at the binding): where its Job is one AlloX started whose
+        pods-bound record does not name this run yet, the record written, in the background
+        (the binding is not held up). Whichever replica kube-scheduler's bind call reaches, leader
+        or not, so that a restart or a new leader finds the record even where no leader saw the
+        pod bound (it bound while none led, and left its node since: node deleted, pod evicted),
+        and does not suspend the Job again as one none of whose pods was bound. Nothing is
+        asked of the API server for another pod, nor for a Job whose record names this run."""
+        pod = shown if shown is not None else self._pods.get(uid)
+        with self._runs_lock:
+            if pod is None:  # the watch has not shown it yet: looked at when it does (_apply_info)
+                self._bound_unseen[uid] = None
+                while len(self._bound_unseen) > VICTIMS_KEPT:
+                    del self._bound_unseen[next(iter(self._bound_unseen))]
+                return
+            owner = pod.owner
+            if owner is None or owner.kind != "Job" or pod.labels.get(LABEL_JOB_CLASS) == JOB_CLASS_TRIAL:
+                return
+            self._bound_here.setdefault(owner.uid, set()).add(uid)
+            to_record = self._run_to_record(owner.uid, shown=shown)
+        if to_record is not None:
+            self._record_pods_bound(*to_record)
+
+    def _run_to_record(self, job_uid: str, *, shown: PodInfo | None = None) -> tuple[JobRef, str] | None:
+        """The Job and the run whose pods-bound record this replica is to write now: an AlloX
+        run its record does not name, one of whose pods this replica bound and the watch shows
+        (or shows now: ``shown``) neither finished nor being deleted (a pod of an earlier run is
+        deleted by the suspension), and not being written here already. Under _runs_lock."""
+        run = self._allox_runs.get(job_uid)
+        if run is None or run.recorded or self._recording.get(job_uid) == run.start_time:
+            return None
+        pods = [shown] if shown is not None else []
+        pods.extend(pod for uid in self._bound_here.get(job_uid, ()) if (pod := self._pods.get(uid)) is not None)
+        if not any(not pod.terminating and pod.phase not in TERMINAL_PHASES for pod in pods):
+            return None
+        self._recording[job_uid] = run.start_time
+        return run.job, run.start_time
+
+    def _record_pods_bound(self, job: JobRef, start_time: str) -> None:
+        """The Job's pods-bound record (``cellfit.io/pods-bound``) made to name the run that
+        started at ``start_time``, on the bind writes' threads: a JSON Patch testing the Job's UID
+        and start, so a Job deleted, re-created under its name, or started again since is left
+        as it is; tried again while the API server fails for a moment. A write that fails is
+        logged (the leader records it when it sees the pod bound: placer/controller.py
+        ``_record_bound``) and made again by the next binding or Job update that asks for it."""
+        operations = [{"op": "test", "path": "/metadata/uid", "value": job.uid},
+                      {"op": "test", "path": "/status/startTime", "value": start_time},
+                      {"op": "add", "path": annotation_pointer(ANNOTATION_PODS_BOUND), "value": start_time}]
+
+        def write() -> None:
+            try:
+                _retried(lambda: self._api.patch_job(namespace=job.namespace, name=job.name, operations=operations),
+                         pauses=COUNT_WRITE_PAUSES_SECONDS)
+            except CellfitError as error:
+                if isinstance(error, KubernetesApiError) and error.status in (404, 422):
+                    log.debug("pods-bound record not written: the Job is gone, or started again since",
+                              extra={"job": job.key, "reason": str(error)[:300]})
+                    return
+                with self._runs_lock:
+                    if self._recording.get(job.uid) == start_time:
+                        del self._recording[job.uid]
+                log.warning("could not record on a Job that a pod of its run was bound (cellfit.io/pods-bound); "
+                            "the leader records it when it sees the pod bound",
+                            extra={"job": job.key, "reason": str(error)[:300]})
+
+        self._bind_writes.submit(write)
 
     def _bound_as_shown(self, uid: str, node_name: str) -> PodInfo | None:
         """The pod as the watch shows it, if bound to ``node_name`` and holding it. Under the lock."""
@@ -1538,6 +1659,10 @@ class ClusterCache:
 
     def _apply_info(self, info: PodInfo) -> None:
         """Under the lock."""
+        if self._bound_unseen and info.uid in self._bound_unseen:  # bound here before the watch showed it
+            with self._runs_lock:
+                self._bound_unseen.pop(info.uid, None)
+            self._note_bound_here(info.uid, shown=info)
         if not info.holds_resources and info.node_name is not None:
             self._forget(info.uid)  # finished: nothing left to account for
             return
@@ -1561,6 +1686,13 @@ class ClusterCache:
 
     def _forget(self, uid: str) -> None:
         known = self._pods.get(uid)
+        if known is not None and known.owner is not None and known.owner.uid in self._bound_here:
+            with self._runs_lock:
+                bound = self._bound_here.get(known.owner.uid)
+                if bound is not None:
+                    bound.discard(uid)
+                    if not bound:
+                        del self._bound_here[known.owner.uid]
         recorded = known.annotations.get(ANNOTATION_PREEMPTOR_HOLD) if known is not None else None
         if recorded:
             # A preemptor finished or deleted (a trial pod is a short run) before its record's

@@ -129,9 +129,12 @@ class JobWidth(msgspec.Struct, frozen=True, gc=False):
 
 
 class JobStatus(msgspec.Struct, frozen=True, gc=False):
-    """The failed pods the Job controller counted against the Job's backoffLimit."""
+    """The failed pods the Job controller counted against the Job's backoffLimit, and the start of
+    its present run (reset when it is started again after a suspension): the run an AlloX Job's
+    pods-bound record names."""
 
     failed: int | None = None
+    startTime: str | None = None
 
 
 class Job(msgspec.Struct, frozen=True, gc=False):
