@@ -144,6 +144,9 @@ class AdmissionDecision:
     waiting_for_pool: tuple[str, ...] = ()
     # Running Jobs whose pods wait to be bound (``RunningJob.awaiting``) that took an idle machine.
     awaiting_on_idle: tuple[str, ...] = ()
+    # Idle machines Algorithm 2 left undecided, its ``stop`` having ended the walk: a caller
+    # decides them in a next pass (the starts made are the whole walk's first ones).
+    undecided_machines: int = 0
 
 
 @dataclass
@@ -441,6 +444,7 @@ def decide(
     gpu_pools: Mapping[str, int] | None = None,
     gpu_slots: Mapping[str, int] | None = None,
     reuse: DecideReuse | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> AdmissionDecision:
     """:func:`decide_starts`' decision with its queue planned (``plan_queue`` False leaves the
     queue empty: the starts alone; the simulator needs no positions), in one call: for a caller
@@ -449,7 +453,7 @@ def decide(
         now=now, waiting=waiting, running=running, free_nodes=free_nodes, capacity=capacity, alpha=alpha, policy=policy,
         reserved_cpu_per_gpu=reserved_cpu_per_gpu, reserved_memory_per_gpu=reserved_memory_per_gpu, allox_plus_timeout=allox_plus_timeout,
         omega_grid_seconds=omega_grid_seconds, omega_grid_ratio=omega_grid_ratio, gpu_pools=gpu_pools, gpu_slots=gpu_slots,
-        reuse=reuse,
+        reuse=reuse, stop=stop,
     )
     return replace(decision, queue=plan.queue()) if plan_queue else decision
 
@@ -471,6 +475,7 @@ def decide_starts(
     gpu_pools: Mapping[str, int] | None = None,
     gpu_slots: Mapping[str, int] | None = None,
     reuse: DecideReuse | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[AdmissionDecision, QueuePlan]:
     """Busy machines' ω is rounded up onto a grid: ``omega_grid_seconds`` apart up to ten steps
     from now, then growing by ``omega_grid_ratio`` (a machine freeing in 3 h is placed within
@@ -505,7 +510,11 @@ def decide_starts(
     then matched (Algorithm 2) on the machines left, the gangs' machines busy until they end.
 
     ``reuse``: a live controller's, kept between its passes; what is made of an input object
-    that the last pass was also given is taken from it (the decision is the same without)."""
+    that the last pass was also given is taken from it (the decision is the same without).
+
+    ``stop`` (policy allox): asked before each of Algorithm 2's visits once it has started a
+    Job (``AlloxScheduler.matched``); True leaves the idle machines not visited undecided
+    (``AdmissionDecision.undecided_machines``), the starts made being the whole walk's first."""
     if reuse is not None:
         reuse.waiting.begin_pass()
         reuse.running.begin_pass()
@@ -625,7 +634,7 @@ def decide_starts(
     if policy == "allox":
         matched = AlloxScheduler(alpha=alpha, shares=shares).matched(
             now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding, progress=progress, machines=arrays,
-            holding_users={job.user for job in running})
+            holding_users={job.user for job in running}, stop=stop)
     else:
         matched = Matched(AlloxPlusScheduler(timeout=allox_plus_timeout).on_machine_free(
             now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding))
@@ -665,6 +674,7 @@ def decide_starts(
         progress_spread=_standard_deviation(values),
         waiting_for_pool=tuple(waiting_for_pool),
         awaiting_on_idle=awaiting_on_idle,
+        undecided_machines=matched.undecided,
     ), plan
 
 

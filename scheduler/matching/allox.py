@@ -78,6 +78,9 @@ class Matched:
     # At α < 1 (several matchings): every waiting job's arrays on the machines before the
     # starts, which admission takes its queue's rows from.
     every_job: Problem | None = None
+    # Free machines the walk left unvisited, ``stop`` having said so (``matched``): decided by
+    # none of its starts, which are the whole walk's first ones.
+    undecided: int = 0
     # At α < 1: each user's progress after the starts, as the walk ranked by it (the progress
     # given, or ``running``'s, plus each start's value in the order of the starts); None where
     # no ranking was kept (every user considered, or AlloX+).
@@ -128,13 +131,17 @@ class AlloxScheduler:
         progress: Mapping[str, float] | None = None,
         machines: Fleet | None = None,
         holding_users: Collection[str] = (),
+        stop: Callable[[], bool] | None = None,
     ) -> Matched:
         """:meth:`on_machine_free`, with the one matching it made when every user was considered.
         ``machines``: the free machines (in :func:`~scheduler.matching.visit_order.visiting_order`,
         the order they are visited in) then ``busy_until``'s others, already in array form;
         without it the free machines are visited in that order.
         ``holding_users``: users with running jobs beside ``running``'s (admission passes its
-        running Jobs so, their progress in ``progress``, rather than as an assignment each)."""
+        running Jobs so, their progress in ``progress``, rather than as an assignment each).
+        ``stop``: asked before each visit once a job has started; True ends the walk there, the
+        machines not visited counted in ``Matched.undecided`` (a visit's start depends only on the
+        visits before it, so the starts made are the whole walk's first ones)."""
         if machines is None:
             free_machines = visiting_order(free_machines, pending_jobs)
         free_names = {machine.name for machine in free_machines}
@@ -210,9 +217,13 @@ class AlloxScheduler:
         # costs ~20 us.
         run: _Run | None = None
         resume, handed_back, run_worth = 0, -1, runs is not None
+        undecided = 0
         for at, machine in enumerate(free_machines):
             if at < resume:
                 continue
+            if stop is not None and started and waiting and stop():
+                undecided = len(free_machines) - at
+                break
             if run_worth and at > handed_back and not empty and all(isinstance(plan, _Plan) for plan in plans.values()):
                 if run is None and runs is not None:
                     run = _Run.of(extension=runs, free_machines=free_machines, machines=arrays, every_job=every_job, left=left,
@@ -381,7 +392,7 @@ class AlloxScheduler:
                     shared = _listed_before(len(delay), kind=kind_index, wait=wait, delay=delay, machine_kind=arrays.machine_kind) > 1
                 starts_seen.append(_Seen(position, kind_index, wait, delay.copy(), shared))
             # else no plan is put off: a plan put off later reads the starts after it only.
-        return Matched(started, every_job=every_job, progress=progress if ranked else None)
+        return Matched(started, every_job=every_job, undecided=undecided, progress=progress if ranked else None)
 
     @staticmethod
     def _every_user(*, now: float, free_machines: Sequence[Machine], waiting: Mapping[str, Job], machines: Fleet,
