@@ -178,6 +178,18 @@ class Guarantees:
     anywhere: Mapping[str, Sequence[GuaranteeCell]] | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _NodeRooms:
+    """AlloX's nodes' allocatable (``nodes``), each less what it keeps beside its GPUs
+    (``beside_kept``) or less allox.reservedCpuPerGpu alone (``beside_floor``), and their sums."""
+
+    nodes: tuple[Capacity, ...]
+    beside_kept: tuple[Capacity, ...]
+    cpu_room: Capacity
+    beside_floor: tuple[Capacity, ...]
+    floor_room: Capacity
+
+
 class SolverHung(CellfitError):
     """The solver process answered nothing in time; it was killed."""
 
@@ -556,15 +568,9 @@ class PlacerController:
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
         gpus_on_a_node, room = most_gpus(free), gpu_room(free)
-        allocatable_by_node = self._allocatable_by_node()
-        nodes = tuple(_in_demand_units(allocatable) for allocatable in allocatable_by_node.values())
-        # Each node as a CPU slot is cut from it: less what it keeps beside its GPUs.
-        beside_kept = tuple(_beside_kept(node, kept=self._kept_on(name)) for name, node in zip(allocatable_by_node, nodes))
-        cpu_room = _total(beside_kept) if beside_kept else _beside_kept(capacity, kept=self._kept_on(None))
-        # Less only allox.reservedCpuPerGpu, which stays: what a CPU pod never gets beyond.
-        floor = Demand(cpu=self._settings.reserved_cpu_per_gpu)
-        beside_floor = tuple(_beside_kept(node, kept=floor) for node in nodes)
-        floor_room = _total(beside_floor) if beside_floor else _beside_kept(capacity, kept=floor)
+        # Read only for a Job no machine takes, to say why: per node, ~80 ms a pass at 5,000
+        # nodes, which every pass paid.
+        rooms: _NodeRooms | None = None
         held: dict[str, tuple[str, str]] = {}  # Job key -> its Placed reason and message, for the inspect document
         # Started Jobs whose pods wait for a pool of estimator.nodesMayJoin to join: placeable once
         # a node joins, so not among the unplaceable (joined_now: started so this pass).
@@ -588,14 +594,15 @@ class PlacerController:
                 waiting_for_nodes_said.append({"job": key, "kind": kind, "pool": pool_said(pool)})
                 continue
             outside = _gpu_outside_vcs(job, found) if found is not None else None
-            in_use = _held_by_others(item, beyond=beyond, outside=outside, capacity=capacity, cpu_room=cpu_room)
+            rooms = rooms or self._node_rooms(capacity)
+            in_use = _held_by_others(item, beyond=beyond, outside=outside, capacity=capacity, cpu_room=rooms.cpu_room)
             if in_use:
                 held[key] = ("WaitingForMachine", _backing_off_first(backed_off_in.get(key), _in_use_message(in_use, pods=item.pods)))
                 self._tell(job, status="False", reason="WaitingForMachine", message=held[key][1])
                 continue
-            message = _no_machine(item, job, beyond=beyond, room=room, outside=outside, capacity=capacity, nodes=nodes,
-                                  beside_kept=beside_kept, cpu_room=cpu_room, beside_floor=beside_floor, floor_room=floor_room,
-                                  window_seconds=self._unbound_hold_seconds)
+            message = _no_machine(item, job, beyond=beyond, room=room, outside=outside, capacity=capacity, nodes=rooms.nodes,
+                                  beside_kept=rooms.beside_kept, cpu_room=rooms.cpu_room, beside_floor=rooms.beside_floor,
+                                  floor_room=rooms.floor_room, window_seconds=self._unbound_hold_seconds)
             held[key] = ("NoMachine", _backing_off_first(backed_off_in.get(key), message))
             if self._tell(job, status="False", reason="NoMachine", message=held[key][1]):
                 self._event_once(job, "NoMachine", message)  # the back-off ends: no second Event
@@ -871,6 +878,19 @@ class PlacerController:
             self._was_bound.add(uid)  # its pods were bound, then replaced: they wait to be placed again
         elif let_go == "unbound":
             self._awaiting.add(uid)
+
+    def _node_rooms(self, capacity: Capacity) -> _NodeRooms:
+        """What AlloX's nodes hold for one pod, each and in all, as NoMachine's reasons weigh it."""
+        allocatable_by_node = self._allocatable_by_node()
+        nodes = tuple(_in_demand_units(allocatable) for allocatable in allocatable_by_node.values())
+        # Each node as a CPU slot is cut from it: less what it keeps beside its GPUs.
+        beside_kept = tuple(_beside_kept(node, kept=self._kept_on(name)) for name, node in zip(allocatable_by_node, nodes))
+        # Less only allox.reservedCpuPerGpu, which stays: what a CPU pod never gets beyond.
+        floor = Demand(cpu=self._settings.reserved_cpu_per_gpu)
+        beside_floor = tuple(_beside_kept(node, kept=floor) for node in nodes)
+        return _NodeRooms(nodes=nodes, beside_kept=beside_kept,
+                          cpu_room=_total(beside_kept) if beside_kept else _beside_kept(capacity, kept=self._kept_on(None)),
+                          beside_floor=beside_floor, floor_room=_total(beside_floor) if beside_floor else _beside_kept(capacity, kept=floor))
 
     def _node_rooms(self, capacity: Capacity) -> _NodeRooms:
         """What AlloX's nodes hold for one pod, each and in all, as NoMachine's reasons weigh it."""
