@@ -892,19 +892,6 @@ class PlacerController:
                           cpu_room=_total(beside_kept) if beside_kept else _beside_kept(capacity, kept=self._kept_on(None)),
                           beside_floor=beside_floor, floor_room=_total(beside_floor) if beside_floor else _beside_kept(capacity, kept=floor))
 
-    def _node_rooms(self, capacity: Capacity) -> _NodeRooms:
-        """What AlloX's nodes hold for one pod, each and in all, as NoMachine's reasons weigh it."""
-        allocatable_by_node = self._allocatable_by_node()
-        nodes = tuple(_in_demand_units(allocatable) for allocatable in allocatable_by_node.values())
-        # Each node as a CPU slot is cut from it: less what it keeps beside its GPUs.
-        beside_kept = tuple(_beside_kept(node, kept=self._kept_on(name)) for name, node in zip(allocatable_by_node, nodes))
-        # Less only allox.reservedCpuPerGpu, which stays: what a CPU pod never gets beyond.
-        floor = Demand(cpu=self._settings.reserved_cpu_per_gpu)
-        beside_floor = tuple(_beside_kept(node, kept=floor) for node in nodes)
-        return _NodeRooms(nodes=nodes, beside_kept=beside_kept,
-                          cpu_room=_total(beside_kept) if beside_kept else _beside_kept(capacity, kept=self._kept_on(None)),
-                          beside_floor=beside_floor, floor_room=_total(beside_floor) if beside_floor else _beside_kept(capacity, kept=floor))
-
     def _pool_takes(self, pool: Mapping[str, str], item: RunningJob) -> bool:
         """Whether a node of AlloX's carrying ``pool``'s labels, up now, could take a pod of the
         started Job (its allocatable holds what one pod asks in its kind); true where those nodes
