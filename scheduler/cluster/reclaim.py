@@ -72,6 +72,13 @@ log = logging.getLogger(__name__)
 
 # A pod deleted here is not deleted again while it terminates (the watch may not show it so yet).
 _RECLAIMED_MEMORY_SECONDS = 600.0
+# Bound pods' records cleared at most per round (_clear_bound), after the round's deletions: the
+# first round after an upgrade (or a leader that could not write for a while) finds every bound
+# pod the reclaim ever booked for carrying one, a PATCH each (300 at 15 ms: 4.5 s).
+CLEARS_PER_ROUND = 50
+# A bound pod whose clear was refused (a third-party webhook refusing cellfit's status writes, say)
+# is tried again after the round's period doubled per refusal, at most this long (seconds).
+CLEAR_BACK_OFF_MAX_SECONDS = 600.0
 WHY = "kube-scheduler preempts only lower priorities"
 
 
@@ -228,6 +235,8 @@ class ReclaimController:
         self._remember_victims = remember_victims
         self._since: dict[str, float] = {}  # waiting pod UID -> when this leader first saw it wait
         self._reclaimed: dict[str, float] = {}  # victim UID -> when it was deleted
+        # Bound pod UID -> its clears refused in a row, and when it is tried again (_clear_bound).
+        self._clear_refused: dict[str, tuple[int, float]] = {}
         self._records = stranded.records if stranded is not None else ReclaimRecords(api=api)
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._run, name="cell-reclaim", daemon=True)
@@ -265,7 +274,6 @@ class ReclaimController:
                            scheduler_name=self._scheduler_name)
         records = {w.guarantee.pod_uid: w.record for w in waiting}
         recorded = self._keep_records_in_line(carried, preempting(waiting))
-        self._clear_bound(every_pod)
         done = []
         for reclaim in due:
             if reclaim.victim.uid in self._reclaimed:
@@ -276,6 +284,7 @@ class ReclaimController:
                 recorded[uid] = record is not None and self._records.write(reclaim.waiting, record)
             if recorded[uid] and self._reclaim(reclaim, now=now):
                 done.append(reclaim)
+        self._clear_bound(every_pod, now=now)  # after the deletions: nothing due waits for them
         return done
 
     def _keep_records_in_line(
@@ -300,14 +309,29 @@ class ReclaimController:
                 recorded[uid] = self._records.write(pod, record)
         return recorded
 
-    def _clear_bound(self, pods: Iterable[PodInfo]) -> None:
+    def _clear_bound(self, pods: Iterable[PodInfo], *, now: float) -> None:
         """Clear the record from the pods bound since it was written, but those being deleted
         (gone soon, the record with them): once a pod is bound, every engine keeps its cells by
         its node and bind-info and none reads the record, which named in ``kubectl describe``
-        the cells it waited for. A write that fails is tried again next round."""
+        the cells it waited for. After the round's deletions, :data:`CLEARS_PER_ROUND` at most
+        (the rest the next rounds). A write that fails is tried again a later round, after the
+        round's period doubled per refusal in a row (at most :data:`CLEAR_BACK_OFF_MAX_SECONDS`),
+        warned of once per pod (then at DEBUG): a clear refused for ever (a third-party webhook)
+        no longer warns every round."""
+        refused, self._clear_refused = self._clear_refused, {}
+        cleared = 0
         for pod in pods:
-            if pod.node_name is not None and not pod.terminating and self._records.carried(pod) is not None:
-                self._records.write(pod, None)
+            if pod.node_name is None or pod.terminating or self._records.carried(pod) is None:
+                continue
+            times, again_at = refused.get(pod.uid, (0, now))
+            if now < again_at or cleared >= CLEARS_PER_ROUND:
+                if times:
+                    self._clear_refused[pod.uid] = (times, again_at)
+                continue
+            cleared += 1
+            if not self._records.write(pod, None, quiet=times > 0):
+                pause = min(self._settings.period_seconds * 2.0 ** times, CLEAR_BACK_OFF_MAX_SECONDS)
+                self._clear_refused[pod.uid] = (times + 1, now + pause)
 
     def _book_stranded(self, *, now: float) -> list[str]:
         """The UIDs of the stranded guaranteed pods whose cells were booked now."""

@@ -133,9 +133,9 @@ class ReclaimRecords:
         return [pod for pod in pods.pods()
                 if pod.node_name is None and not pod.terminating and pod.phase not in TERMINAL_PHASES and self.carried(pod) is not None]
 
-    def write(self, pod: PodInfo, record: str | None) -> bool:
+    def write(self, pod: PodInfo, record: str | None, *, quiet: bool = False) -> bool:
         """Make the pod carry ``record`` (None: none); whether it does, as watched or written now.
-        A failure is logged, naming the pod."""
+        A failure is logged, naming the pod (``quiet``: at DEBUG, its caller warned of it before)."""
         if self.carried(pod) == record:
             return True
         body = {"metadata": {"uid": pod.uid, "annotations": {ANNOTATION_RECLAIM_BOOKING: record}}}
@@ -144,9 +144,10 @@ class ReclaimRecords:
         except CellfitError as error:
             if record is None and isinstance(error, KubernetesApiError) and error.status == 404:
                 return True  # the pod is gone, and its record with it
-            log.warning("the reclaim's booking was not recorded on the pod: nothing is deleted for it until it is"
-                        if record is not None else "the reclaim's record of cells given back was not cleared from the pod: retried",
-                        extra={"pod": pod.key, "annotation": ANNOTATION_RECLAIM_BOOKING, "reason": str(error)})
+            (log.debug if quiet else log.warning)(
+                "the reclaim's booking was not recorded on the pod: nothing is deleted for it until it is"
+                if record is not None else "the reclaim's record of cells given back was not cleared from the pod: retried",
+                extra={"pod": pod.key, "annotation": ANNOTATION_RECLAIM_BOOKING, "reason": str(error)})
             return False
         self._written[pod.uid] = record
         return True
