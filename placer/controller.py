@@ -82,7 +82,7 @@ from placer.holding import (
 from placer.patch import PodsRefused, check_pod_level_resources, containers_record
 from placer.rewrite import ANNOTATION_STATED_NO_MORE, PoolConflict, apply_configuration, pool_conflict, shed_placement
 from placer.solver_wire import SolverSession, decide_encoded, exit_with_parent, queue_encoded
-from scheduler.config import AlloxSettings, EstimatorSettings
+from scheduler.config import DEFAULT_IN_PROCESS_BUDGET_SECONDS, AlloxSettings, EstimatorSettings
 from scheduler.constants import (
     ANNOTATION_CONFIGURATIONS,
     ANNOTATION_PODS_BOUND,
@@ -215,6 +215,10 @@ class LastDecision:
     # child for it); CPU time of the admission thread beside it.
     queue_seconds: float = 0.0
     queue_cpu_seconds: float = 0.0
+    # Free machines the decision left undecided, its walk stopped at allox.decisionBudgetSeconds
+    # (budget_seconds): the next pass, run at once, decides them.
+    undecided_machines: int = 0
+    budget_seconds: float = 0.0
     starts: list[dict[str, Any]] = field(default_factory=list)
     queue: list[dict[str, Any]] = field(default_factory=list)
     unplaceable: list[str] = field(default_factory=list)
@@ -262,8 +266,11 @@ class PlacerController:
         nodes_may_join: Sequence[Mapping[str, str]] = (),
         joining_limit_seconds: float = DEFAULT_JOINING_LIMIT_SECONDS,
         allocatable_carrying: Callable[[Mapping[str, str]], Mapping[str, Resources]] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = api
+        # The clock of a decision's budget (allox.decisionBudgetSeconds) in this process.
+        self._monotonic = monotonic
         # Pools an autoscaler scales up from zero (estimator.nodesMayJoin): a configuration only
         # their nodes run is not judged by the nodes up now (scheduler/kube/joining.py), and its
         # pods may stay Pending as long as a sampling pod's (estimator.pendingLimitSeconds).
@@ -366,6 +373,7 @@ class PlacerController:
         # until the watch shows it running, or suspended at another version (_classify).
         self._started: dict[str, tuple[str, str]] = {}
         self._mechanisms: dict[str, int] = {}  # starts per mechanism used
+        self._cut_short = 0  # decisions stopped at allox.decisionBudgetSeconds
         # Per Job UID: the resourceVersion it was classified at, and what it read as (a waiting
         # Job, or a running one with its start time: neither depends on the clock then).
         self._seen: dict[str, tuple[str, WaitingJob | RunningJob, Configurations, bool]] = {}
@@ -374,6 +382,13 @@ class PlacerController:
         self._solver_pid: int | None = None  # the child's, to kill it when it answers nothing
         self._solver_started = False  # it answered a decision: its start is behind it
         self._solver_timeout_seconds = settings.solver_timeout_seconds  # allox.solverTimeoutSeconds
+        # allox.decisionBudgetSeconds: how long a decision's walk runs before the starts it made
+        # are carried out and the machines it left are decided by a pass run at once. A decision
+        # made here while the solver process is on (its child died) holds the verbs' interpreter:
+        # at most the in-process default.
+        self._budget_seconds = settings.decision_budget
+        self._here_budget_seconds = (settings.decision_budget if not settings.solver_process
+                                     else min(settings.decision_budget, DEFAULT_IN_PROCESS_BUDGET_SECONDS))
         self._session = SolverSession()  # which Jobs the solver process holds
         # What decide made of the waiting and running Jobs read as last pass (the same objects
         # for Jobs the watch shows unchanged, see _seen): not made again.
@@ -396,14 +411,17 @@ class PlacerController:
     # ------------------------------------------------------------------ the loop
 
     def _run(self) -> None:
+        at_once = False  # the last pass was cut short by its budget: the next decides its machines now
         while not self._stop.is_set():
-            self._wake.wait(timeout=self._settings.resync_seconds)
-            if self._stop.is_set():
-                return
-            time.sleep(self._settings.debounce_seconds)  # let a burst of Job changes arrive
+            if not at_once:
+                self._wake.wait(timeout=self._settings.resync_seconds)
+                if self._stop.is_set():
+                    return
+                time.sleep(self._settings.debounce_seconds)  # let a burst of Job changes arrive
+            at_once = False
             self._wake.clear()
             try:
-                self.admit()
+                at_once = self.admit().undecided_machines > 0
             except SolverHung as error:
                 log.error("AlloX admission passed a turn", extra={"reason": str(error)})
             except Exception:  # a defect must not end admission
@@ -534,6 +552,12 @@ class PlacerController:
         decision = _within(decision, waiting)
         self._note_awaiting_on_idle(decision, running, by_key, now)
         elapsed = decided - started
+        if decision.undecided_machines:
+            self._cut_short += 1
+            log.info("AlloX decision stopped at its budget (allox.decisionBudgetSeconds): its starts are carried out and "
+                     "the machines it left are decided by a pass run now",
+                     extra={"starts": len(decision.starts), "undecided_machines": decision.undecided_machines,
+                            "budget_seconds": self._budget_seconds, "seconds": round(elapsed, 3)})
         waiting_by_key = {w.key: w for w in waiting}
         for start in decision.starts:
             job = by_key[start.key]
@@ -620,6 +644,7 @@ class PlacerController:
         self.last = LastDecision(
             at=now, seconds=elapsed, from_state_seconds=decided - began, from_state_cpu_seconds=decided_cpu - began_cpu,
             queue_seconds=queue_seconds, queue_cpu_seconds=queue_cpu_seconds,
+            undecided_machines=decision.undecided_machines, budget_seconds=self._budget_seconds,
             starts=[{"job": s.key, "kind": s.kind, "machine": s.machine, "seconds": s.seconds,
                      **({"machines": list(s.machines)} if len(s.machines) > 1 else {}),
                      **({"virtualCluster": s.pool} if s.pool is not None else {})} for s in decision.starts],
@@ -1164,7 +1189,7 @@ class PlacerController:
         if not self._settings.solver_process or not inputs["waiting"]:
             # Nothing to match: no child is started for it (a new one spends a second or two of
             # CPU importing the matching, beside kube-scheduler, at every leader's first pass).
-            decision, plan = decide_starts(**inputs, reuse=self._reuse)
+            decision, plan = decide_starts(**inputs, reuse=self._reuse, stop=self._stop_after(self._here_budget_seconds))
             return decision, plan.queue
         try:
             if self._solver is None:
@@ -1174,21 +1199,26 @@ class PlacerController:
                 self._solver_pid = self._ask(os.getpid)
             # As msgpack, the Jobs the child holds from last pass by their keys (solver_wire.py).
             for _ in range(2):
-                answer = self._session.answer(self._ask(decide_encoded, self._session.request(inputs)))
+                answer = self._session.answer(self._ask(decide_encoded, self._session.request(inputs, budget_seconds=self._budget_seconds)))
                 self._solver_started = True
                 if answer is not None:
-                    answered = self._session.answered_pass
-                    return answer, lambda: self._queue_from_child(answered, inputs)
+                    answered, cut_short = self._session.answered_pass, answer.undecided_machines > 0
+                    return answer, lambda: self._queue_from_child(answered, inputs, cut_short=cut_short)
             raise RuntimeError("the AlloX solver process asked for every Job twice")  # a defect: it holds what it was sent whole
         except BrokenProcessPool:
             log.warning("the AlloX solver process died; starting another")
             self._solver = None
             self._session.forget()
-            decision, plan = decide_starts(**inputs)
+            decision, plan = decide_starts(**inputs, stop=self._stop_after(self._here_budget_seconds))
             return decision, plan.queue
         except BaseException:
             self._session.forget()
             raise
+
+    def _stop_after(self, budget_seconds: float) -> Callable[[], bool]:
+        """A decision's ``stop``: True once ``budget_seconds`` have passed since it was made."""
+        deadline = self._monotonic() + budget_seconds
+        return lambda: self._monotonic() >= deadline
 
     def _ask(self, call: Callable[..., R], *arguments: Any) -> R:
         """``call(*arguments)`` in the solver process. A child that answers nothing within
@@ -1226,7 +1256,7 @@ class PlacerController:
         if solver is not None:
             solver.shutdown(wait=False, cancel_futures=True)
 
-    def _queue_from_child(self, pass_number: int, inputs: Mapping[str, Any]) -> tuple[Queued, ...]:
+    def _queue_from_child(self, pass_number: int, inputs: Mapping[str, Any], *, cut_short: bool = False) -> tuple[Queued, ...]:
         """The queue the child planned for pass ``pass_number`` (it keeps the pass's plan). A
         child that died since it answered (or holds no plan of that pass) is replaced as in
         :meth:`_decide`, and the queue planned here: ``decide_starts`` is deterministic, so the
@@ -1234,7 +1264,9 @@ class PlacerController:
         That costs a whole decision in this process, but only when a child dies, and after every
         start is out; skipping the queue instead would leave the queued Jobs' conditions, the
         inspect output and the queue gauge one pass behind, until a change or the resync. The
-        same when :meth:`stop` shut the child down meanwhile."""
+        same when :meth:`stop` shut the child down meanwhile. A pass its budget cut short is not
+        decided again here (where its walk stopped depends on the clock, so its starts would not
+        be those carried out): its queue is told by the next pass, run at once."""
         solver = self._solver
         queue: tuple[Queued, ...] | None = None
         if solver is not None:
@@ -1254,6 +1286,8 @@ class PlacerController:
                 # as in process, its queue told, rather than failing after its starts.
         if queue is not None:
             return queue
+        if cut_short:
+            return ()
         _, plan = decide_starts(**inputs)
         return plan.queue()
 
@@ -1700,9 +1734,13 @@ class PlacerController:
         return {
             "policy": self._settings.policy, "alpha": self._settings.alpha, "mechanism": self._settings.mechanism,
             "startsByMechanism": dict(self._mechanisms),
+            "decisionsCutShort": self._cut_short,  # by allox.decisionBudgetSeconds, since this process started
             # secondsFromState ends at the starts; the queue is planned after they are carried out.
             "lastDecision": {"at": last.at, "seconds": round(last.seconds, 6), "secondsFromState": round(last.from_state_seconds, 6),
                              "queueSeconds": round(last.queue_seconds, 6),
+                             # Cut short at budgetSeconds (allox.decisionBudgetSeconds): the free
+                             # machines its walk did not decide, decided by the pass after it, at once.
+                             "budgetSeconds": last.budget_seconds, "undecidedMachines": last.undecided_machines,
                              "starts": last.starts, "unplaceable": last.unplaceable,
                              "waitingForQuota": last.waiting_for_pool, "waitingForNodes": last.waiting_for_nodes,
                              "holdingNoMachine": last.released, "awaitingBinding": last.awaiting,

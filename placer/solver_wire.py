@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 import msgspec
 
@@ -68,6 +68,9 @@ class DecideInputs(msgspec.Struct, frozen=True, kw_only=True):
     gpu_slots: dict[str, int] | None = None
     pass_number: int = 0
     since: int = 0  # the pass the keys refer to; 0: every Job is sent whole
+    # allox.decisionBudgetSeconds: the walk stops once this long has passed since the child took
+    # the request (after its first start); None: never.
+    budget_seconds: float | None = None
 
 
 class DecideAnswer(msgspec.Struct, frozen=True):
@@ -102,8 +105,8 @@ class SolverSession:
     _held_running: dict[str, RunningJob] = field(default_factory=dict)
     _sent: tuple[int, dict[str, WaitingJob], dict[str, RunningJob]] | None = None
 
-    def request(self, inputs: Mapping[str, Any]) -> bytes:
-        """``decide``'s keyword arguments as the child reads them."""
+    def request(self, inputs: Mapping[str, Any], *, budget_seconds: float | None = None) -> bytes:
+        """``decide``'s keyword arguments as the child reads them, and the decision's budget."""
         self._pass_number += 1
         waiting: list[WaitingJob] = inputs["waiting"]
         running: list[RunningJob] = inputs["running"]
@@ -111,7 +114,7 @@ class SolverSession:
         return _ENCODER.encode(DecideInputs(
             **{name: inputs[name] for name in _DECIDE_ARGUMENTS if name in inputs},
             waiting=_keyed(waiting, self._held_waiting), running=_keyed(running, self._held_running),
-            pass_number=self._pass_number, since=self._held_pass,
+            pass_number=self._pass_number, since=self._held_pass, budget_seconds=budget_seconds,
         ))
 
     def answer(self, payload: bytes) -> AdmissionDecision | None:
@@ -162,6 +165,7 @@ def decide_encoded(payload: bytes, held: ChildInputs | None = None) -> bytes:
     """In the solver process: the inputs read, the starts decided, the decision written and the
     queue's plan kept for :func:`queue_encoded` (``held``: the child's own, by default this
     process's)."""
+    taken = time.monotonic()  # the budget counts from here: reading the inputs is the decision's too
     held = _CHILD if held is None else held
     held.plan = None  # a pass that fails or is refused leaves no plan of an older pass to ask for
     inputs = _INPUTS.decode(payload)
@@ -177,12 +181,20 @@ def decide_encoded(payload: bytes, held: ChildInputs | None = None) -> bytes:
     held.pass_number = inputs.pass_number
     held.waiting = {job.key: job for job in waiting}
     held.running = {job.key: job for job in running}
-    decision, plan = decide_starts(waiting=waiting, running=running, reuse=held.reuse,
+    decision, plan = decide_starts(waiting=waiting, running=running, reuse=held.reuse, stop=_stop_at(taken, inputs.budget_seconds),
                                    **{name: getattr(inputs, name) for name in _DECIDE_ARGUMENTS})
     held.plan = (inputs.pass_number, plan)
     answer = _ENCODER.encode(DecideAnswer(decision))
     _freeze_after_first_decision()
     return answer
+
+
+def _stop_at(taken: float, budget_seconds: float | None) -> Callable[[], bool] | None:
+    """The walk's ``stop``: True once ``budget_seconds`` have passed since ``taken`` (monotonic)."""
+    if budget_seconds is None:
+        return None
+    deadline = taken + budget_seconds
+    return lambda: time.monotonic() >= deadline
 
 
 def exit_with_parent(parent_pid: int, *, poll_seconds: float = 1.0) -> None:

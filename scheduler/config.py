@@ -470,6 +470,44 @@ class AlloxSettings(_Section):
         ),
     )
     resync_seconds: float = Field(10.0, gt=0, allow_inf_nan=False, description="A matching at least this often (capacity freed by other pods).")
+    decision_budget_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=1800,
+        allow_inf_nan=False,
+        description=(
+            "Seconds one decision's Algorithm 2 walk may run before it stops (after its first start): "
+            "the Jobs it started so far start, the free machines it did not visit are decided by a "
+            "pass run at once. With many users at a small alpha a decision takes seconds to minutes "
+            "(1,000 users: 4-6 s of CPU), and past solverTimeoutSeconds the solver process was killed at every "
+            "pass and no Job started. null: 10 with solverProcess (it only delays starts; at most a "
+            "quarter of solverTimeoutSeconds), 1 without (the walk holds the interpreter the "
+            "extender's verbs need). With solverProcess at most half of solverTimeoutSeconds."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _budget_within_solver_timeout(self) -> AlloxSettings:
+        if self.solver_process and self.decision_budget_seconds is not None and self.decision_budget_seconds > self.solver_timeout_seconds / 2:
+            raise ValueError(
+                f"decisionBudgetSeconds ({self.decision_budget_seconds:g}) must be at most half of solverTimeoutSeconds "
+                f"({self.solver_timeout_seconds:g}): the solver process reads, decides past its budget up to one visit, "
+                "and writes its answer within solverTimeoutSeconds, or is killed and the pass starts no Job"
+            )
+        return self
+
+    @property
+    def decision_budget(self) -> float:
+        """decisionBudgetSeconds, or its default for ``solver_process`` (seconds)."""
+        if self.decision_budget_seconds is not None:
+            return self.decision_budget_seconds
+        return min(DEFAULT_DECISION_BUDGET_SECONDS, self.solver_timeout_seconds / 4) if self.solver_process else DEFAULT_IN_PROCESS_BUDGET_SECONDS
+
+
+# allox.decisionBudgetSeconds' defaults: in the solver process a longer walk only delays starts;
+# in process it holds the interpreter the extender's verbs need.
+DEFAULT_DECISION_BUDGET_SECONDS = 10.0
+DEFAULT_IN_PROCESS_BUDGET_SECONDS = 1.0
 
 
 class EstimatorSettings(_Section):

@@ -616,6 +616,22 @@ def test_estimator_time_limits_reach_cellfit_config() -> None:
     assert (defaults.pending_limit_seconds, defaults.running_alone_warning_seconds) != (7200, 900)
 
 
+def test_the_decision_budget_reaches_cellfit_and_stays_within_the_solver_timeout() -> None:
+    """allox.decisionBudgetSeconds: null (cellfit's default, 10 s in the solver process), a value
+    set reaches cellfit, and with solverProcess one past half of solverTimeoutSeconds is refused
+    at render, naming both (cellfit would refuse it at startup)."""
+    from scheduler.config import parse_settings
+
+    assert parse_settings(cellfit_config_text(render())).allox.decision_budget == 10.0
+    assert parse_settings(cellfit_config_text(render("--set", "allox.decisionBudgetSeconds=12"))).allox.decision_budget == 12.0
+    in_process = parse_settings(cellfit_config_text(render("--set", "allox.decisionBudgetSeconds=120", "--set", "allox.solverProcess=false")))
+    assert in_process.allox.decision_budget == 120.0
+    for refused in (("--set", "allox.decisionBudgetSeconds=31"),
+                    ("--set", "allox.decisionBudgetSeconds=20", "--set", "allox.solverTimeoutSeconds=30")):
+        proc = helm(*render_args(*refused), check=False)
+        assert proc.returncode != 0 and "decisionBudgetSeconds" in proc.stderr and "solverTimeoutSeconds" in proc.stderr, proc.stderr
+
+
 def test_bad_cellfit_values_fail_check_config(tmp_path: Path) -> None:
     docs = render("--set", "cells.virtualClusters.a[0].cellType=NOPE", "--set", "cells.virtualClusters.a[0].count=1",
                   "--set", "policy.name=hived")
@@ -652,6 +668,8 @@ def test_bad_cellfit_values_fail_check_config(tmp_path: Path) -> None:
         ("estimator.pendingLimitSeconds=30", "estimator.pendingLimitSeconds"),
         ("estimator.pendingLimitSeconds=soon", "estimator.pendingLimitSeconds"),
         ("estimator.runningAloneWarningSeconds=0", "estimator.runningAloneWarningSeconds"),
+        ("allox.decisionBudgetSeconds=0", "allox.decisionBudgetSeconds"),
+        ("allox.decisionBudgetSeconds=1801", "allox.decisionBudgetSeconds"),
     ],
 )
 def test_values_schema_rejects_misspelled_or_invalid_keys(setting: str, complaint: str) -> None:

@@ -182,6 +182,12 @@ class ExtenderMetrics:
             "discounted on the slower kind) over the users with interchangeable Jobs waiting or running, after the last decision.",
             registry=self.registry,
         )
+        self.allox_decisions_cut_short = Counter(
+            "cellfit_allox_decisions_cut_short_total",
+            "AlloX admission decisions stopped at allox.decisionBudgetSeconds: their starts were carried out and the "
+            "free machines they left were decided by a pass run at once (many users at a small alpha).",
+            registry=self.registry,
+        )
         self.allox_placements = Counter(
             "cellfit_allox_placements_total",
             "Interchangeable Jobs started by AlloX admission, by kind and the placer's mechanism (template, webhook).",

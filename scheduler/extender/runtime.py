@@ -733,6 +733,8 @@ def _placer(
         for kind, count in counts.items():
             metrics.allox_queue.labels(kind=kind).set(count)
         metrics.allox_fairness_spread.set(decision.progress_spread)
+        if decision.undecided_machines:
+            metrics.allox_decisions_cut_short.inc()
 
     return PlacerController(
         api=api,

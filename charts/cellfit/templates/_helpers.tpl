@@ -125,6 +125,15 @@ app.kubernetes.io/component: scheduler
 {{- end }}
 {{- $_ := set $allox "mechanism" "template" }}
 {{- end }}
+{{- /* The solver process answers within solverTimeoutSeconds once its walk stops at the budget,
+       or is killed and its pass starts no Job: cellfit refuses a budget past half of it at
+       startup, the render before. */}}
+{{- if and (ne (toString $allox.decisionBudgetSeconds) "<nil>") (ne (toString $allox.solverProcess) "false") }}
+{{- $timeout := float64 (default 60 $allox.solverTimeoutSeconds) }}
+{{- if gt (mulf (float64 $allox.decisionBudgetSeconds) 2.0) $timeout }}
+{{- fail (printf "allox.decisionBudgetSeconds %v must be at most half of allox.solverTimeoutSeconds %v with allox.solverProcess (the solver process answers within it once its walk stops, or is killed and its pass starts no Job)" $allox.decisionBudgetSeconds $timeout) }}
+{{- end }}
+{{- end }}
 {{- $server := dict "host" .Values.cellfit.listenAddress "port" .Values.cellfit.port "maxRequestBytes" .Values.cellfit.maxRequestBytes }}
 {{- range $listener, $limits := .Values.cellfit.listenerLimits }}
 {{- if $limits }}
