@@ -39,11 +39,59 @@ _QUANTITY_RE: Final = re.compile(
     rf"^(?P<sign>[+-]?)(?P<number>{_NUMBER})"
     rf"(?:(?P<exp>[eE][+-]?[0-9]{{1,3}})|(?P<suffix>{_SUFFIX})?)$"
 )
-# The same grammar less what parse_quantity then refuses that a pattern can say (a minus sign,
-# an exponent of three digits): what the OpenAPI document tells clients a quantity is.
-QUANTITY_PATTERN: Final = rf"^\+?(?:{_NUMBER})(?:[eE][+-]?[0-9]{{1,2}}|{_SUFFIX})?$"
 # A decimal exponent beyond this can only produce a value far outside int64 (or zero).
 _MAX_EXPONENT: Final = 40
+
+
+def _bounded_pattern(limit: int, *, whole: bool) -> str:
+    """The grammar's strings whose value is below ``limit``, as a pattern (no minus sign).
+
+    Per suffix (and written exponent), the number's integer part has at most the digits that
+    keep it below ``limit``: 10**digits * multiplier <= limit; a suffix whose multiplier alone
+    passes ``limit`` is left out (at 9e15: E, Ei, exponents past 15). Conservative (a leading
+    zero counts as a digit, an exponent has at most two): it refuses some values parse_quantity
+    accepts, never one it refuses. ``whole``: no fraction, no suffix or exponent below one (what
+    a device count can be).
+    """
+    forms: list[tuple[str, Fraction]] = [
+        (re.escape(suffix), multiplier) for suffix, multiplier in _DECIMAL_SUFFIXES.items()
+    ] + [(suffix, Fraction(multiplier)) for suffix, multiplier in _BINARY_SUFFIXES.items()]
+    forms.append((r"[eE]\+?0{1,2}", Fraction(1)))
+    if not whole:
+        forms.append((r"[eE]-[0-9]{1,2}", Fraction(1)))  # at most 1 (-0 and -00 are 1)
+    for exponent in range(1, 100):
+        written = rf"0?{exponent}" if exponent < 10 else str(exponent)
+        forms.append((rf"[eE]\+?{written}", Fraction(10) ** exponent))
+    by_digits: dict[int, list[str]] = {}
+    for form, multiplier in forms:
+        if whole and multiplier.denominator != 1:
+            continue
+        if multiplier > limit:
+            continue  # not even a zero integer part keeps every fraction below limit
+        digits = 0
+        while 10 ** (digits + 1) * multiplier <= limit:
+            digits += 1
+        by_digits.setdefault(digits, []).append(form)
+    alternatives = []
+    for digits, suffixes in sorted(by_digits.items()):
+        if whole:
+            number = f"[0-9]{{1,{digits}}}" if digits else "0"  # no fraction
+        elif digits:
+            number = rf"(?:[0-9]{{1,{digits}}}(?:\.[0-9]*)?|\.[0-9]+)"
+        else:
+            number = r"(?:0(?:\.[0-9]*)?|\.[0-9]+)"
+        alternatives.append(f"{number}(?:{'|'.join(suffixes)})")
+    return rf"^\+?(?:{'|'.join(alternatives)})$"
+
+
+# What the OpenAPI document tells clients a quantity is: the same grammar as _QUANTITY_RE less
+# what parse_quantity then refuses, the magnitude included. Every string it matches decodes in
+# every field (a CPU in millicores within int64, a memory in bytes, any other resource); the
+# GPU resource's count is DEVICE_COUNT_PATTERN (whole). QUANTITY_LIMIT, which bounds them, also
+# bounds the JSON numbers: a round value below MAX_QUANTITY // 1000, exact as a float.
+QUANTITY_LIMIT: Final = 9 * 10**15
+QUANTITY_PATTERN: Final = _bounded_pattern(QUANTITY_LIMIT, whole=False)
+DEVICE_COUNT_PATTERN: Final = _bounded_pattern(QUANTITY_LIMIT, whole=True)
 
 
 def parse_quantity(value: str | int | float, *, field: str) -> Fraction:

@@ -13,24 +13,37 @@ engine through one translation whichever way it arrived.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Final, Generic, TypeVar
 
 import msgspec
 
-from scheduler.core.resources import QUANTITY_PATTERN
+from scheduler.constants import RESOURCE_NVIDIA_GPU
+from scheduler.core.resources import DEVICE_COUNT_PATTERN, QUANTITY_LIMIT, QUANTITY_PATTERN
 from scheduler.errors import InvalidRequest
 
 T = TypeVar("T")
 
 # A quantity is a string on the wire; YAML-born numbers occasionally arrive as JSON numbers. The
-# OpenAPI document says what parse_quantity accepts (a non-negative quantity's grammar, at most
-# 64 characters); decoding checks nothing more, so a bad one is refused naming its field.
+# OpenAPI document says what parse_quantity accepts in every field (a non-negative quantity's
+# grammar, its magnitude bounded so that a CPU's millicores fit int64; at most 64 characters),
+# and under the GPU resource a whole count. Decoding checks nothing more, so a bad one is
+# refused naming its field. What the document allows never is (test_quantity_pattern_bounds).
 Quantity = (
     Annotated[str, msgspec.Meta(extra_json_schema={"pattern": QUANTITY_PATTERN, "maxLength": 64})]
-    | Annotated[int, msgspec.Meta(extra_json_schema={"minimum": 0})]
-    | Annotated[float, msgspec.Meta(extra_json_schema={"minimum": 0})]
+    | Annotated[int, msgspec.Meta(extra_json_schema={"minimum": 0, "maximum": QUANTITY_LIMIT})]
+    | Annotated[float, msgspec.Meta(extra_json_schema={"minimum": 0, "maximum": QUANTITY_LIMIT})]
 )
-ResourceList = dict[str, Quantity]
+# The count of the default GPU resource (gpuResourceName: nvidia.com/gpu): whole devices, a
+# fraction being refused (as Kubernetes refuses it for an extended resource).
+_DEVICE_COUNT: Final = {
+    "anyOf": [
+        {"type": "string", "pattern": DEVICE_COUNT_PATTERN, "maxLength": 64},
+        {"type": "integer", "minimum": 0, "maximum": QUANTITY_LIMIT},
+    ]
+}
+ResourceList = Annotated[
+    dict[str, Quantity], msgspec.Meta(extra_json_schema={"properties": {RESOURCE_NVIDIA_GPU: _DEVICE_COUNT}})
+]
 
 
 class OwnerReference(msgspec.Struct, frozen=True, gc=False):

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from scheduler.config import parse_settings
-from scheduler.core.resources import parse_quantity
+from scheduler.constants import RESOURCE_NVIDIA_GPU
+from scheduler.core.resources import QUANTITY_LIMIT, cpu_millis, parse_quantity
 from scheduler.errors import InvalidQuantity
 from scheduler.extender.runtime import build_runtime
 from tests.support import kube_objects as k
@@ -35,10 +36,11 @@ def test_every_verbs_error_answers_are_documented_as_the_error_body(served: tupl
             assert responses[status]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}, (verb, status)
 
 
-def quantity_schema(document: dict[str, Any]) -> dict[str, Any]:
+def quantity_schema(document: dict[str, Any], resource: str | None = None) -> dict[str, Any]:
+    """A quantity's schema in a pod's limits: any resource's, or ``resource``'s own."""
     limits = document["components"]["schemas"]["ResourceRequirements"]["properties"]["limits"]
     found = next(option for option in limits["anyOf"] if option.get("type") == "object")
-    return found["additionalProperties"]  # type: ignore[no-any-return]
+    return found["additionalProperties"] if resource is None else found["properties"][resource]  # type: ignore[no-any-return]
 
 
 def test_a_quantity_is_documented_as_cellfit_reads_it(served: tuple[str, dict[str, Any]]) -> None:
@@ -47,14 +49,28 @@ def test_a_quantity_is_documented_as_cellfit_reads_it(served: tuple[str, dict[st
     pattern = re.compile(text["pattern"])
     for valid in ("500m", "16Gi", "1e3", "+2", ".5", "2."):
         assert pattern.match(valid) and parse_quantity(valid, field="f") >= 0
-    for refused in ("INF", "abc", "-1", "1e100", "NaN"):
+    # Nor one too large for a field: beyond int64, or a CPU's millicores beyond it.
+    for refused in ("INF", "abc", "-1", "1e100", "NaN", "99999999999999999999", "9999999E", "1e16", "10000000000000000"):
         assert not pattern.match(refused)
         with pytest.raises(InvalidQuantity):
-            parse_quantity(refused, field="f")
+            cpu_millis(refused, field="f")
     numbers = [option for option in quantity_schema(document)["anyOf"] if option["type"] in ("integer", "number")]
     assert [option.get("minimum") for option in numbers] == [0, 0]
+    assert [option.get("maximum") for option in numbers] == [QUANTITY_LIMIT, QUANTITY_LIMIT]
+    gpus = quantity_schema(document, RESOURCE_NVIDIA_GPU)["anyOf"]
+    assert [option["type"] for option in gpus] == ["string", "integer"]  # a whole count
+    assert not re.match(gpus[0]["pattern"], "0.5") and not re.match(gpus[0]["pattern"], "1m")
     # What the document allows is accepted, pod-level resources included.
     pod = k.pod("p", uid="u", gpus=0)
     pod["spec"]["resources"] = {"limits": {"cpu": "2."}}
+    answer = httpx.post(f"{url}/v1/extender/prioritize", json={"Pod": pod, "NodeNames": ["n1"]})
+    assert answer.status_code == 200, answer.text
+    # The largest values the document allows, in each field: a CPU, a memory, a GPU count.
+    largest = {"memory": "0.999Pi", RESOURCE_NVIDIA_GPU: "999999999999999"}
+    pod["spec"]["containers"][0]["resources"] = {"requests": largest, "limits": {"cpu": QUANTITY_LIMIT}}
+    pod["spec"]["resources"] = {"requests": {"cpu": "999999999999999"}}
+    pod["spec"]["overhead"] = {"cpu": "999999999999999999m", "memory": "99999Gi"}
+    for text in (*largest.values(), "999999999999999", "999999999999999999m", "99999Gi"):
+        assert pattern.match(text), text
     answer = httpx.post(f"{url}/v1/extender/prioritize", json={"Pod": pod, "NodeNames": ["n1"]})
     assert answer.status_code == 200, answer.text
