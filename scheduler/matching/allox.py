@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 from types import ModuleType
-from typing import Callable, Collection, Mapping, Sequence
+from typing import Callable, Collection, Hashable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -174,15 +174,17 @@ class AlloxScheduler:
         # The waiting jobs as rows of every_job, by user, so that a plan gathers its users' rows
         # without a pass over the Job objects.
         left = _Left(every_job)
+        # The user sets the walk asks for, named by their users' places in the ranking (_UserSet).
+        named = left.users(users)
         row_of = {job.name: row for row, job in enumerate(every_job.jobs)}
         # Plans by the user set they were solved for; which of them a start leaves valid, see
         # _Plan.kept_after.
-        plans: dict[frozenset[str], _Plan | _Deferred] = {}
+        plans: dict[_UserSet, _Plan | _Deferred] = {}
         delay = arrays.delay.copy()  # the machines' waits now, moved by each start
         # What is known of each user set's optimal matchings without its plan (_Empty), and
         # each start as kept_after asks it (the plans put off replay those since them,
         # _Deferred: a start while none is put off is read by none, and not kept).
-        empty: dict[frozenset[str], _Empty] = {}
+        empty: dict[_UserSet, _Empty] = {}
         starts_seen: list[_Seen] = []
         moved = False  # a start since ``arrays`` was last written
         # The machines' kind_orders as ``arrays`` has them (None: not sorted yet), and the
@@ -204,7 +206,7 @@ class AlloxScheduler:
         # index, wait and position (see _starts_nothing_after).
         passed: tuple[int, float, int] | None = None
         # The user sets whose plan _Left.uncontended declined since the last start.
-        declined: set[frozenset[str]] = set()
+        declined: set[_UserSet] = set()
         # A plan solved ahead of the raise since the last start (_Ahead), and per machine kind
         # the user count whose plan started the last visit's job (_EXHAUSTED: none did).
         ahead: _Ahead | None = None
@@ -227,7 +229,7 @@ class AlloxScheduler:
             if run_worth and at > handed_back and not empty and all(isinstance(plan, _Plan) for plan in plans.values()):
                 if run is None and runs is not None:
                     run = _Run.of(extension=runs, free_machines=free_machines, machines=arrays, every_job=every_job, left=left,
-                                  names=ranking, delay=delay, shares=shares)
+                                  names=ranking, delay=delay, shares=shares, named=named)
                 carried = run.walk(at, delay=delay, machine_kind=arrays.machine_kind, fleet_now=arrays.now, now=now, plans=plans,
                                    ranking=ranking, progress=progress, base=base, ranked=ranked, passed=passed if _SKIP_PASSED else None,
                                    started=started, waiting=waiting, runnable=runnable, vacancy=vacancy, shifted=shifted,
@@ -259,7 +261,7 @@ class AlloxScheduler:
             # larger, so neither is asked again before a start.
             contended = bounded = False
             while count:
-                considered = frozenset(ranking[:count])
+                considered = named.prefix(ranking, count)
                 plan = plans.get(considered)
                 if isinstance(plan, _Deferred):
                     if plan.leaves_empty(position, starts_seen):
@@ -319,7 +321,7 @@ class AlloxScheduler:
                         if ahead is None and _LOOK_AHEAD and _CARRY_EMPTY and vacancy is not None and self.raise_alpha_when_idle and rows.shape[0]:
                             target = _ahead_count(ranking, count, runnable.get(machine.kind, {}), ended.get(machine.kind))
                             if target:
-                                ahead = _Ahead.solved(frozenset(ranking[:target]), left, arrays, position, delay, vacancy)
+                                ahead = _Ahead.solved(named.prefix(ranking, target), left, arrays, position, delay, vacancy)
                         if ahead is not None and ahead.users == considered:
                             written = ahead.plan  # solved on these machines for these rows: what solving now gives
                         elif ahead is not None and ahead.tells(considered, position, delay, arrays.machine_kind, here):
@@ -658,8 +660,8 @@ class _Empty:
         return self.count <= _listed_before(position, kind=kind, wait=wait, delay=delay, machine_kind=machine_kind)
 
     @staticmethod
-    def after_start(known: dict[frozenset[str], _Empty], *, position: int, wait: float, delay: FloatArray,
-                    machine_kind: IntArray) -> dict[frozenset[str], _Empty]:
+    def after_start(known: dict[_Key, _Empty], *, position: int, wait: float, delay: FloatArray,
+                    machine_kind: IntArray) -> dict[_Key, _Empty]:
         """What stays known once a job has started on machine ``position``, which waited
         ``delay[position]`` and now waits ``wait`` (see the class)."""
         kind, old = int(machine_kind[position]), float(delay[position])
@@ -797,12 +799,13 @@ class _Ahead:
     would give (the same rows on the same machines: no start since), and is used as that.
     What the guess gets wrong costs a solve, never a decision. Dropped at every start."""
 
-    users: frozenset[str]
+    users: frozenset[str] | _UserSet
     plan: _Plan
     fact: _Empty | None  # what the plan shows of the asking machine's class, when it leaves it empty
 
     @staticmethod
-    def solved(users: frozenset[str], left: _Left, machines: Fleet, position: int, delay: FloatArray, vacancy: _Vacancy) -> _Ahead:
+    def solved(users: frozenset[str] | _UserSet, left: _Left, machines: Fleet, position: int, delay: FloatArray,
+               vacancy: _Vacancy) -> _Ahead:
         """``users``' plan on ``machines`` (waiting ``delay``), and what it shows of machine
         ``position``'s class."""
         plan = left.solved(left.rows(users), machines)
@@ -811,10 +814,17 @@ class _Ahead:
             fact = _Empty.of(plan, position, delay, vacancy.tolerance)
         return _Ahead(users, plan, fact)
 
-    def tells(self, considered: frozenset[str], position: int, delay: FloatArray, machine_kind: IntArray, here: _Here | None = None) -> bool:
+    def tells(self, considered: frozenset[str] | _UserSet, position: int, delay: FloatArray, machine_kind: IntArray, here: _Here | None = None) -> bool:
         """Whether every optimal matching of ``considered``, a smaller set than ``users``, on
         the machines as they are leaves machine ``position`` empty (False: not certain)."""
-        return self.fact is not None and considered < self.users and self.fact.leaves_empty(position, delay, machine_kind, here)
+        return self.fact is not None and _smaller(considered, self.users) and self.fact.leaves_empty(position, delay, machine_kind, here)
+
+
+def _smaller(small: frozenset[str] | _UserSet, large: frozenset[str] | _UserSet) -> bool:
+    """Whether ``small`` is a proper subset of ``large``."""
+    if isinstance(small, _UserSet) and isinstance(large, _UserSet):
+        return small < large
+    return frozenset(small) < frozenset(large)
 
 
 def _once(test: Callable[[], bool]) -> Callable[[], bool]:
@@ -852,7 +862,7 @@ class _Run:
     those are the ~400 GPU visits (~30 µs each in Python, ~3 µs here)."""
 
     def __init__(self, *, extension: ModuleType, free_machines: Sequence[Machine], machines: Fleet, every_job: Problem, left: _Left,
-                 names: Sequence[str], shares: ShareModel) -> None:
+                 names: Sequence[str], shares: ShareModel, named: _Users) -> None:
         self._extension = extension
         self._free_machines = free_machines
         self._jobs = every_job.jobs
@@ -860,6 +870,10 @@ class _Run:
         self._left = left
         self._names = sorted(names)  # users numbered in name order, the ranking's tie-break
         self._number = {user: index for index, user in enumerate(self._names)}
+        # The walk's user sets (numbered by ``named``) as the run numbers their users, and back.
+        self._named = named
+        self._renumbered = np.fromiter((self._number[user] for user in named.names), dtype=np.int64, count=len(named.names))
+        self._renamed = np.fromiter((named.number[user] for user in self._names), dtype=np.int64, count=len(self._names))
         self._visits = np.fromiter((machines.position_of[machine.name] for machine in free_machines), dtype=np.int64,
                                    count=len(free_machines))
         self._row_user = np.fromiter((self._number[job.user] for job in self._jobs), dtype=np.int64, count=len(self._jobs))
@@ -867,7 +881,7 @@ class _Run:
         self._out_visits = np.empty(len(free_machines), dtype=np.int64)
         self._out_waits = np.empty(len(free_machines))
         self._out_old = np.empty(len(free_machines))
-        self._members: dict[frozenset[str], IntArray] = {}
+        self._members: dict[_UserSet, IntArray] = {}
         jobs = self._jobs
 
         def value(row: int, visit: int) -> float:
@@ -877,17 +891,17 @@ class _Run:
 
     @staticmethod
     def of(*, extension: ModuleType, free_machines: Sequence[Machine], machines: Fleet, every_job: Problem, left: _Left, names: Sequence[str],
-           delay: FloatArray, shares: ShareModel) -> _Run | None:
+           delay: FloatArray, shares: ShareModel, named: _Users) -> _Run | None:
         """A run over these buffers, where ``_walk.c`` can read them as they are; None otherwise."""
         times = every_job.times
         if not (_plain_machines(machines.machine_kind, delay) and times.dtype == np.float64 and times.ndim == 2 and times.flags.c_contiguous
                 and left.fastest.dtype == np.int64 and every_job.jobs):
             return None
         return _Run(extension=extension, free_machines=free_machines, machines=machines, every_job=every_job, left=left, names=names,
-                    shares=shares)
+                    shares=shares, named=named)
 
     def walk(self, at: int, *, delay: FloatArray, machine_kind: IntArray, fleet_now: float, now: float,
-             plans: dict[frozenset[str], _Plan | _Deferred], ranking: list[str], progress: dict[str, float], base: int, ranked: bool,
+             plans: dict[_UserSet, _Plan | _Deferred], ranking: list[str], progress: dict[str, float], base: int, ranked: bool,
              passed: tuple[int, float, int] | None, started: list[Assignment], waiting: dict[str, Job], runnable: dict[str, dict[str, int]],
              vacancy: _Vacancy | None, shifted: list[int], ended: dict[str, int]) -> _Carried:
         """The run from visit ``at``, its starts carried into the walk's state (each argument as
@@ -925,17 +939,17 @@ class _Run:
             bounds = np.zeros(len(delay) + 1, dtype=np.int64)
             bounds[machines_used + 1] = 1
             np.cumsum(bounds, out=bounds)
-            plans[frozenset(self._names[user] for user in members)] = _Plan(self._jobs, machine_kind, bounds, np.array(queued, dtype=np.int64),
+            plans[self._named.of(self._renamed[np.array(members, dtype=np.int64)])] = _Plan(self._jobs, machine_kind, bounds, np.array(queued, dtype=np.int64),
                                                                            dict.fromkeys(taken, 1), machines_used)
         return _Carried(next_visit, count, [self._names[user] for user in order.tolist()] if ranked else ranking)
 
-    def _given(self, users: frozenset[str], plan: _Plan,
+    def _given(self, users: _UserSet, plan: _Plan,
                machines: int) -> tuple[IntArray, IntArray | None, IntArray | None, IntArray, IntArray | None]:
         """``plan`` as ``uncontended_run`` reads a held plan."""
         members = self._members.get(users)
         if members is None:
             members = self._members[users] = np.zeros(len(self._names), dtype=np.int64)
-            members[[self._number[user] for user in users]] = 1
+            members[self._renumbered[users.members]] = 1
         taken = np.zeros(machines, dtype=np.int64)
         for position, count in plan.taken.items():
             taken[position] = count
@@ -946,6 +960,92 @@ class _Run:
             plan.used = np.flatnonzero(np.diff(bounds))  # as kept_after works it out
         return (members, bounds, np.ascontiguousarray(plan.queued, dtype=np.int64), taken,
                 np.ascontiguousarray(plan.used, dtype=np.int64))
+
+
+class _Users:
+    """Every user of a walk, numbered, and the user sets it asks for (:class:`_UserSet`): a
+    set of the first users of a ranking (what Algorithm 2 considers, and each set §4.4's raise
+    brings in) named in O(1) from the ranking's places and running hashes, worked out once a
+    ranking (O(users)), where a ``frozenset`` of the users cost O(set) to make, hash and
+    compare: with as many users as jobs the raise asks for hundreds of sets a start, each one
+    user more than the last (1,000 Jobs of 1,000 users: ~43,000 sets, ~4 s)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names)
+        self.number = {user: index for index, user in enumerate(self.names)}
+        # A fixed random mark per user (the walk stays deterministic): a set's hash is the
+        # exclusive or of its users' marks, so equal sets hash alike; equality is then tested
+        # on the members (_UserSet.__eq__), so a shared hash never makes two sets one.
+        self._marks = np.random.default_rng(0x51A7).integers(0, 1 << 62, size=len(self.names), dtype=np.int64)
+        self._ranked: tuple[list[str], IntArray, IntArray, list[int]] | None = None
+
+    def prefix(self, ranking: list[str], count: int) -> _UserSet:
+        """The first ``count`` users of ``ranking`` (every user, each once)."""
+        kept = self._ranked
+        if kept is None or kept[0] is not ranking:
+            order = np.fromiter((self.number[user] for user in ranking), dtype=np.int64, count=len(ranking))
+            places = np.empty(len(self.names), dtype=np.int64)
+            places[order] = np.arange(order.shape[0])
+            running = np.zeros(order.shape[0] + 1, dtype=np.int64)
+            np.bitwise_xor.accumulate(self._marks[order], out=running[1:])
+            kept = self._ranked = (ranking, order, places, running.tolist())
+        _, order, places, hashes = kept
+        return _UserSet(hashes[count], count, order[:count], places, self)
+
+    def of(self, members: IntArray) -> _UserSet:
+        """The set of users numbered ``members`` (distinct)."""
+        places = np.full(len(self.names), len(self.names), dtype=np.int64)
+        places[members] = 0
+        return _UserSet(int(np.bitwise_xor.reduce(self._marks[members])) if members.shape[0] else 0, int(members.shape[0]),
+                        members, places, self)
+
+
+class _UserSet:
+    """A set of users, of :class:`_Users`: those ``members``, each with ``places`` below
+    ``count`` (a ranking's places for the ranking's first ``count``), hashed as the exclusive
+    or of their marks. A key of the walk's plans and facts that costs O(1) to make and hash;
+    two sets are equal when they have the same users (O(set) in NumPy when they come from two
+    rankings, once their counts and hashes agree)."""
+
+    __slots__ = ("_hash", "count", "members", "_places", "_users")
+
+    def __init__(self, hashed: int, count: int, members: IntArray, places: IntArray, users: _Users) -> None:
+        self._hash, self.count, self.members, self._places, self._users = hashed, count, members, places, users
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, _UserSet):
+            return NotImplemented
+        if self.count != other.count or self._hash != other._hash:
+            return False
+        return self._places is other._places or self._holds(other.members)
+
+    def __lt__(self, other: _UserSet) -> bool:
+        """Whether this is a proper subset of ``other``."""
+        return self.count < other.count and (self._places is other._places or other._holds(self.members))
+
+    def __contains__(self, user: object) -> bool:
+        number = self._users.number.get(user) if isinstance(user, str) else None
+        return number is not None and int(self._places[number]) < self.count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[str]:
+        names = self._users.names
+        return (names[number] for number in self.members.tolist())
+
+    def _holds(self, numbers: IntArray) -> bool:
+        """Whether every user numbered ``numbers`` is in the set."""
+        return not numbers.shape[0] or int(self._places[numbers].max()) < self.count
+
+    def flags(self, users: int) -> npt.NDArray[np.bool_]:
+        """Whether each of the first ``users`` numbers is in the set."""
+        return np.asarray(self._places[:users] < self.count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1007,8 +1107,8 @@ class _Left:
         self._ids = ids
         self._waiting = np.ones(len(every_job.jobs), dtype=bool)
         self._waiting_flags = np.ones(len(every_job.jobs), dtype=np.int64)  # the same, as _solve.c's rows_of reads it
-        self._members: dict[frozenset[str] | None, IntArray] = {}  # per user set, 1 for each of its users' ids
-        self._rows: dict[frozenset[str] | None, IntArray] = {}  # see rows
+        self._members: dict[Collection[str] | None, IntArray] = {}  # per user set, 1 for each of its users' ids
+        self._rows: dict[Collection[str] | None, IntArray] = {}  # see rows
         self._free: tuple[IntArray, bytes, tuple[IntArray, IntArray, IntArray]] | None = None  # see _free_machines
         # Each row's strictly fastest kind, or -1 (two kinds tie, or it takes no time there):
         # what solve's _uncontended asks of a job.
@@ -1029,13 +1129,23 @@ class _Left:
             by_kind[kind] = {name: count for name, count in zip(names, counts) if count}
         return by_kind
 
-    def rows(self, considered: frozenset[str] | None) -> IntArray:
+    def rows(self, considered: Collection[str] | None) -> IntArray:
         """``considered``'s waiting rows (None: every user's), ascending (read-only: kept until
-        a row is removed, as the raise asks for the same sets at machine after machine)."""
+        a row is removed, as the raise asks for the same sets at machine after machine). A
+        :class:`_UserSet` (numbered as :meth:`users` numbers them) has its members read off
+        its ranks, not gathered user by user: with as many users as jobs §4.4's raise asks
+        for hundreds of sets a start, each one user more than the last."""
         kept = self._rows.get(considered)
         if kept is not None:
             return kept
-        if walk is not None and self._user.dtype == np.int64:
+        if isinstance(considered, _UserSet):
+            member = considered.flags(len(self._ids))
+            if walk is not None and self._user.dtype == np.int64:
+                out = np.empty(self._user.shape[0], dtype=np.int64)
+                rows = out[: walk.rows_of(member.astype(np.int64), self._user, self._waiting_flags, out)]
+            else:
+                rows = np.flatnonzero(member[self._user] & self._waiting)
+        elif walk is not None and self._user.dtype == np.int64:
             rows = self._rows_in_c(considered, walk)
         elif considered is None:
             rows = np.flatnonzero(self._waiting)
@@ -1047,7 +1157,12 @@ class _Left:
         self._rows[considered] = rows
         return rows
 
-    def _rows_in_c(self, considered: frozenset[str] | None, extension: ModuleType) -> IntArray:
+    def users(self, others: Collection[str]) -> _Users:
+        """Every user numbered: the waiting jobs' users first, as :attr:`_ids` numbers them
+        (:meth:`rows` reads a :class:`_UserSet`'s flags so), then ``others`` by name."""
+        return _Users([*self._ids, *sorted(set(others).difference(self._ids))])
+
+    def _rows_in_c(self, considered: Collection[str] | None, extension: ModuleType) -> IntArray:
         """:meth:`rows`'s rows in one call of ``_solve.c`` (``rows_of``) instead of four NumPy
         steps: it is asked at nearly every start after a burst, each start changing the ranking."""
         member = self._members.get(considered)
@@ -1154,6 +1269,8 @@ class _Left:
         job, bounds, unique = planned
         return _Plan(self._every_job.jobs, machines.machine_kind, bounds, rows[job], {}, unique=_once(unique))  # queued: rows of every_job
 
+
+_Key = TypeVar("_Key", bound=Hashable)
 
 # _Vacancy sums a row's need over n (each a search among the machines' waits) up to this many
 # terms, over the machines beyond.

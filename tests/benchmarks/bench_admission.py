@@ -116,7 +116,7 @@ BURST_BUSY = NODES * GPUS_PER_NODE * 2 // 5  # a fifth of the 1,000 machines
 FULL_BUSY = NODES * GPUS_PER_NODE * 2 - 10  # all but 10
 
 
-def instance(pending: int, seed: int = 1, *, busy: int = BURST_BUSY) -> tuple[list[Any], dict[str, Resources], list[WaitingJob], list[RunningJob], list[NodeResources]]:
+def instance(pending: int, seed: int = 1, *, busy: int = BURST_BUSY, users: int = 10) -> tuple[list[Any], dict[str, Resources], list[WaitingJob], list[RunningJob], list[NodeResources]]:
     rng = np.random.default_rng(seed)
     raw: list[Any] = []
     waiting: list[WaitingJob] = []
@@ -124,7 +124,7 @@ def instance(pending: int, seed: int = 1, *, busy: int = BURST_BUSY) -> tuple[li
     for index in range(pending + busy):
         gpu = float(rng.uniform(60, 3600))
         cpu = gpu * float(rng.uniform(1.8, 10))
-        user = f"user-{index % 10}"
+        user = f"user-{index % users}"  # the namespace, each Job's user
         is_running = index >= pending
         kind = "gpu" if index % 2 else "cpu"
         annotations = {"cellfit.io/configurations": CONFIGURATIONS,
@@ -201,13 +201,13 @@ def timed(call: Any) -> tuple[float, float]:
 
 
 def admission_figures(sizes: list[int], rounds: int, *, full: bool, scipy_max_jobs: int, states_timed: set[str] | None = None,
-                      policies: set[str] | None = None) -> dict[str, Any]:
+                      policies: set[str] | None = None, users: int = 10) -> dict[str, Any]:
     results: dict[str, Any] = {}
     states = [("burst", size, BURST_BUSY) for size in sizes] + ([("full", 1000, FULL_BUSY)] if full else [])
     for state, size, busy in states:
         if states_timed is not None and state not in states_timed:
             continue
-        raw, free, waiting, running, nodes = instance(size, busy=busy)
+        raw, free, waiting, running, nodes = instance(size, busy=busy, users=users)
         # scipy on the full cluster's Q takes seconds a solve (fewer rounds); on 5,000 Jobs'
         # more than ten minutes (not timed above --scipy-max-jobs).
         if size > scipy_max_jobs:
@@ -257,7 +257,7 @@ def admission_figures(sizes: list[int], rounds: int, *, full: bool, scipy_max_jo
             row["decision_over_scipy_p99"] = row["decision"]["p99_ms"] / scipy_same["p99_ms"]
             row["decision_over_scipy_idle_p99"] = row["decision"]["p99_ms"] / scipy_idle["p99_ms"]
             results[f"{state}/{size}/{label}"] = row
-            print(f"{size:>5} pending Jobs, {state} ({row['starts']} starts), {label}: decision p50 {row['decision']['p50_ms']:.1f} ms "
+            print(f"{size:>5} pending Jobs of {users} users, {state} ({row['starts']} starts), {label}: decision p50 {row['decision']['p50_ms']:.1f} ms "
                   f"p99 {row['decision']['p99_ms']:.1f} ms (CPU {row['decision']['cpu_p50_ms']:.1f}; queue after the starts p50 "
                   f"{row['queue']['p50_ms']:.1f} ms, CPU {row['queue']['cpu_p50_ms']:.1f}; first pass p50 {first['p50_ms']:.1f} "
                   f"p99 {first['p99_ms']:.1f}, CPU {first['cpu_p50_ms']:.1f}) | pass p50 {row['pass']['p50_ms']:.1f} ms p99 {row['pass']['p99_ms']:.1f} ms "
@@ -337,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-filter", action="store_true", help="skip the filter-latency part")
     parser.add_argument("--states", help="only these states, comma-separated (burst, full)")
     parser.add_argument("--policies", help=f"only these policies, comma-separated ({', '.join(POLICIES)})")
+    parser.add_argument("--users", type=int, default=10,
+                        help="the Jobs (waiting and running) spread over this many users (namespaces), Job i the user i mod N")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     states = set(args.states.split(",")) if args.states else None
@@ -344,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     if policies is not None and not policies <= POLICIES.keys():
         parser.error(f"--policies: unknown {sorted(policies - POLICIES.keys())}")
     results: dict[str, Any] = {"admission": admission_figures([int(s) for s in args.sizes.split(",")], args.rounds, full=not args.no_full,
-                                                          scipy_max_jobs=args.scipy_max_jobs, states_timed=states, policies=policies)}
+                                                          scipy_max_jobs=args.scipy_max_jobs, states_timed=states, policies=policies,
+                                                          users=args.users)}
     if not args.no_filter:
         results["filter"] = filter_figures(args.filter_requests)
     if args.json:
