@@ -4,11 +4,14 @@ the machines idle and busy per kind, the users' progress, the gangs' starts and 
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from functools import partial
 
 import pytest
 
-from scheduler.matching.admission import RunningJob, WaitingJob
+from scheduler.matching.admission import AdmissionPolicy, RunningJob, WaitingJob, idle_machine_counts, idle_machines
+
 from scheduler.matching.admission import decide as decide_with
 from scheduler.matching.capacity import NodeResources
 from scheduler.matching.fairness import Capacity
@@ -32,7 +35,7 @@ def waiting(key: str, user: str, *, pods: int = 1, seconds: dict[str, float] | N
 
 @pytest.mark.parametrize("alpha", [0.1, 1.0])
 @pytest.mark.parametrize("policy", ["allox", "allox+"])
-def test_no_waiting_job_reports_the_machines_and_the_progress(alpha: float, policy: str) -> None:
+def test_no_waiting_job_reports_the_machines_and_the_progress(alpha: float, policy: AdmissionPolicy) -> None:
     held = [running("r1", "u1", "gpu"), running("r2", "u2", "cpu"), running("r3", "u2", "gpu")]
     decision = decide(now=10.0, waiting=[], running=held, free_nodes=NODES, alpha=alpha, policy=policy)
     assert decision.starts == () and decision.queue == () and decision.unplaceable == ()
@@ -61,3 +64,32 @@ def test_only_jobs_no_node_holds_are_named_unplaceable() -> None:
     decision = decide(now=0.0, waiting=[gpu_only], running=[], free_nodes=[NodeResources(name="c", cpu=16, gpu=0, memory=64)])
     assert decision.unplaceable == ("g",) and decision.starts == () and decision.queue == ()
     assert decision.idle_machines == {"cpu": 16}  # one-core slots
+
+
+def _random_case(rng: random.Random) -> dict[str, object]:
+    nodes = [NodeResources(name=f"n{index}", cpu=rng.choice([0, 3, 8, 17.5, 64, 96]), gpu=rng.choice([0, 1, 2, 4, 8]),
+                           memory=rng.choice([0, 16, 64, 512]), kept_cpu_per_gpu=rng.choice([0.0, 0.0, 2.0, 6.5]),
+                           kept_memory_per_gpu=rng.choice([0.0, 0.0, 8.0])) for index in range(rng.randint(0, 6))]
+    pools = {f"vc{index}": rng.randint(-1, 9) for index in range(rng.randint(1, 3))} if rng.random() < 0.4 else None
+    kinds = ["cpu", "gpu"] + ([f"gpu@{pool}" for pool in pools] if pools else [])
+    running_jobs = []
+    for index in range(rng.randint(0, 8)):
+        kind = rng.choice(kinds)
+        pool = kind.partition("@")[2] or None
+        demand = {kind: Demand(cpu=rng.choice([1.0, 4.0, 9.0]), gpu=rng.choice([1, 2, 4]) if kind != "cpu" else 0,
+                               memory=rng.choice([0.0, 8.0, 40.0]))}
+        running_jobs.append(RunningJob(key=f"r{index}", user=f"u{index % 3}", kind="gpu" if pool else kind, started=0.0,
+                                       seconds={"gpu" if pool else kind: 100.0}, demand={"gpu" if pool else kind: demand[kind]},
+                                       pods=rng.randint(1, 3), pool=pool))
+    gpu_slots = {kind: rng.choice([1, 2, 4]) for kind in kinds if kind != "cpu" and rng.random() < 0.5}
+    return {"free_nodes": nodes, "running": running_jobs, "cpu_slot": Demand(cpu=rng.choice([1.0, 2.0, 4.0, 8.0]), memory=rng.choice([0.0, 8.0, 16.0])),
+            "reserved_cpu_per_gpu": rng.choice([0.0, 1.0, 2.0]), "gpu_pools": pools, "gpu_slots": gpu_slots or None,
+            "cpu_slot_queued": rng.random() < 0.5, "reserved_memory_per_gpu": rng.choice([0.0, 4.0])}
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_idle_machines_counted_as_laid_out(seed: int) -> None:
+    """A pass with nothing to match counts the idle machines (idle_machine_counts) instead of
+    making them (idle_machines): the same count per kind, pools, slots and held machines included."""
+    case = _random_case(random.Random(seed))
+    assert idle_machine_counts(**case) == dict(Counter(machine.kind for machine in idle_machines(**case)))  # type: ignore[arg-type]
