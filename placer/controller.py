@@ -374,6 +374,12 @@ class PlacerController:
         self._started: dict[str, tuple[str, str]] = {}
         self._mechanisms: dict[str, int] = {}  # starts per mechanism used
         self._cut_short = 0  # decisions stopped at allox.decisionBudgetSeconds
+        # Starts carried out and kinds refused (_start, _refuse), since this process started: a
+        # pass cut short that added to neither is not followed at once (_decide_again).
+        self._acted = 0
+        # The last pass was cut short and carried out a start or a refusal: the next decides the
+        # machines it left at once (_run), not after the debounce or the resync.
+        self._decide_again = False
         # Per Job UID: the resourceVersion it was classified at, and what it read as (a waiting
         # Job, or a running one with its start time: neither depends on the clock then).
         self._seen: dict[str, tuple[str, WaitingJob | RunningJob, Configurations, bool]] = {}
@@ -411,7 +417,7 @@ class PlacerController:
     # ------------------------------------------------------------------ the loop
 
     def _run(self) -> None:
-        at_once = False  # the last pass was cut short by its budget: the next decides its machines now
+        at_once = False  # the last pass was cut short by its budget and acted: the next decides its machines now
         while not self._stop.is_set():
             if not at_once:
                 self._wake.wait(timeout=self._settings.resync_seconds)
@@ -421,7 +427,8 @@ class PlacerController:
             at_once = False
             self._wake.clear()
             try:
-                at_once = self.admit().undecided_machines > 0
+                self.admit()
+                at_once = self._decide_again
             except SolverHung as error:
                 log.error("AlloX admission passed a turn", extra={"reason": str(error)})
             except Exception:  # a defect must not end admission
@@ -431,6 +438,7 @@ class PlacerController:
         """One matching over the live state, carried out: the starts, then the queue planned and
         told (the decision returned has it)."""
         began, began_cpu = time.perf_counter(), time.thread_time()
+        self._decide_again, acted = False, self._acted
         now = self._clock()
         jobs = self._jobs.interchangeable_jobs()
         waiting: list[WaitingJob] = []
@@ -552,12 +560,6 @@ class PlacerController:
         decision = _within(decision, waiting)
         self._note_awaiting_on_idle(decision, running, by_key, now)
         elapsed = decided - started
-        if decision.undecided_machines:
-            self._cut_short += 1
-            log.info("AlloX decision stopped at its budget (allox.decisionBudgetSeconds): its starts are carried out and "
-                     "the machines it left are decided by a pass run now",
-                     extra={"starts": len(decision.starts), "undecided_machines": decision.undecided_machines,
-                            "budget_seconds": self._budget_seconds, "seconds": round(elapsed, 3)})
         waiting_by_key = {w.key: w for w in waiting}
         for start in decision.starts:
             job = by_key[start.key]
@@ -567,6 +569,22 @@ class PlacerController:
                                 name_pool=name_pools, outside=_gpu_outside_vcs(job, found) if found is not None else None,
                                 omega_grid_seconds=self._settings.omega_grid_seconds)
             self._start(job, configurations[job.metadata.uid], start.kind, why=why)
+        if decision.undecided_machines:
+            # The machines it left are decided by a pass run at once only where this pass acted:
+            # it started a Job (the next walk starts from the state after it) or refused one in a
+            # kind (the next walk does not choose it there). Each such pass is followed at once
+            # only after one more start or refusal, so they end. A pass whose every start failed
+            # (the API server down, a webhook failing, 429) would make the same walk again: it
+            # waits for a change or the resync as any pass does (review28b: 51 passes in 5 s,
+            # each spending the whole budget, 430 patches tried).
+            self._cut_short += 1
+            self._decide_again = self._acted > acted
+            log.info("AlloX decision stopped at its budget (allox.decisionBudgetSeconds): "
+                     + ("the machines it left are decided by a pass run now" if self._decide_again else
+                        "none of its starts was carried out, so the machines it left are decided by the next pass, "
+                        "after a change or the resync"),
+                     extra={"starts": len(decision.starts), "undecided_machines": decision.undecided_machines,
+                            "acted": self._acted - acted, "budget_seconds": self._budget_seconds, "seconds": round(elapsed, 3)})
         # The queue only now: it decides no start, so no unsuspend waits for its matching.
         planning, planning_cpu = time.perf_counter(), time.thread_time()
         decision = _within(replace(decision, queue=queue_of()), waiting)
@@ -1582,6 +1600,7 @@ class PlacerController:
                                                      f"so AlloX does not start it there: {error}")
             return
         self._mechanisms[used] = self._mechanisms.get(used, 0) + 1
+        self._acted += 1
         with self._lock:
             self._started[job.metadata.uid] = (kind, job.metadata.resourceVersion or "")
         with self._lock:
@@ -1605,6 +1624,7 @@ class PlacerController:
         before = self._refused.get(uid)
         refused = before[1] if before is not None and before[0] == refusable else frozenset()
         self._refused[uid] = (refusable, refused | kinds)
+        self._acted += not kinds <= refused  # the next walk does not choose it there
         if self._tell(job, status="False", reason="Refused", message=message):
             self._event(job, "PlacementRefused", message, warning=True)
 

@@ -21,7 +21,7 @@ import pytest
 from placer.controller import PlacerController
 from scheduler.config import AlloxSettings, parse_settings
 from scheduler.core.resources import Resources
-from scheduler.errors import ConfigError
+from scheduler.errors import ConfigError, KubernetesApiError
 from scheduler.matching.admission import AdmissionDecision, decide_starts
 from placer.solver_wire import ChildInputs, DecideAnswer, SolverSession, decide_encoded
 from tests.placer.test_controller import Jobs, RecordingApi, job
@@ -149,6 +149,95 @@ def test_a_pass_cut_short_is_followed_at_once_not_after_the_resync() -> None:
     assert len(api.patches) > len(unbounded.starts) // 2  # more than the first pass's few
     names = [name for name, _ in api.patches]
     assert len(names) == len(set(names))
+
+
+class Failing(RecordingApi):
+    """An API server whose every Job patch fails as ``error`` says (conditions and Events go through)."""
+
+    def __init__(self, error: KubernetesApiError) -> None:
+        super().__init__()
+        self.error, self.tries = error, 0
+
+    def patch_job(self, **_: Any) -> None:
+        self.tries += 1
+        raise self.error
+
+
+class Turns:
+    """The loop's wake event, each wait for a change (or the resync) said in ``said`` beside the
+    passes: the loop ends at its ``waits``-th wait, or after ``most`` passes (a broken test)."""
+
+    def __init__(self, placer: PlacerController, *, waits: int = 2, most: int = 8) -> None:
+        self.placer, self.waits, self.most, self.said = placer, waits, most, list[str]()
+        original = placer.admit
+
+        def admit() -> AdmissionDecision:
+            decision = original()
+            self.said.append("pass cut short" if decision.undecided_machines else "pass")
+            if self.said.count("pass") + self.said.count("pass cut short") >= most:
+                placer._stop.set()
+            return decision
+
+        placer.admit = admit  # type: ignore[method-assign]
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.said.append("wait")
+        if self.said.count("wait") >= self.waits:
+            self.placer._stop.set()
+        return True
+
+    def set(self) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+    def is_set(self) -> bool:
+        return True
+
+
+def looped(placer: PlacerController, **options: Any) -> list[str]:
+    """The controller's loop, run here (no thread, no clock): its waits and passes in order."""
+    turns = Turns(placer, **options)
+    placer._wake = turns  # type: ignore[assignment]
+    placer._run()
+    return turns.said
+
+
+LOOPED = "solverProcess: false, decisionBudgetSeconds: 2.5, resyncSeconds: 3600, debounceSeconds: 0"
+
+
+@pytest.mark.parametrize("error", [
+    KubernetesApiError('Internal error occurred: failed calling webhook "x": connection refused', status=500),
+    KubernetesApiError("the server has received too many requests", status=429),
+    KubernetesApiError('jobs.batch "j" is forbidden: User "system:serviceaccount:cellfit:cellfit" cannot patch', status=403),
+])
+def test_a_pass_cut_short_whose_starts_all_failed_waits_as_any_pass(error: KubernetesApiError) -> None:
+    # review28b: with every Job patch failing, each pass made the same walk, was cut short with
+    # no start carried out and ran the next at once: 51 passes in 5 s, each its whole budget.
+    api = Failing(error)
+    placer = placer_of(settings_of(LOOPED), Jobs(many_users()), api, monotonic=Ticking())
+    assert looped(placer) == ["wait", "pass cut short", "wait"]
+    assert api.tries >= 1 and not api.patches
+    assert placer.inspect()["decisionsCutShort"] == 1
+
+
+def test_passes_cut_short_that_start_jobs_are_followed_at_once_until_one_is_not_cut_short() -> None:
+    placer = placer_of(settings_of(LOOPED), Jobs(many_users()), RecordingApi(), monotonic=Ticking())
+    said = looped(placer, most=60)
+    assert said[0] == "wait" and said[-1] == "wait" and said.count("wait") == 2
+    passes = said[1:-1]
+    assert len(passes) > 2 and set(passes[:-1]) == {"pass cut short"} and passes[-1] == "pass"
+
+
+def test_a_pass_cut_short_that_refused_its_starts_is_followed_at_once() -> None:
+    # A Job refused in a kind is not chosen there again: the next walk differs, and each such
+    # pass refuses one more, so they end.
+    api = Failing(KubernetesApiError('admission webhook "x" denied the request: no', status=403))
+    placer = placer_of(settings_of(LOOPED), Jobs(many_users()), api, monotonic=Ticking())
+    said = looped(placer, most=200)
+    assert said[:3] == ["wait", "pass cut short", "pass cut short"] and said[-1] == "wait"
+    assert not api.patches and any(c.get("reason") == "Refused" for _, c in api.conditions)
 
 
 def test_the_solver_process_stops_at_the_budget_it_is_sent() -> None:
