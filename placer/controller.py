@@ -161,8 +161,9 @@ GIB = 2**30
 # allox.solverTimeoutSeconds may be set below (a matching takes tens of milliseconds there). Set
 # so, each pass killed a child still starting and started another: no Job ever started.
 SOLVER_START_SECONDS: Final = 60.0
-# A pass's queue, planned when called (after the starts are carried out).
-QueueSource = Callable[[], tuple[Queued, ...]]
+# A pass's queue, planned when called (after the starts are carried out); None: not planned,
+# the queue as told stands (PlacerController._queue_as_told).
+QueueSource = Callable[[], tuple[Queued, ...] | None]
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,9 @@ class LastDecision:
     # (budget_seconds): the next pass, run at once, decides them.
     undecided_machines: int = 0
     budget_seconds: float = 0.0
+    # When the queue shown (``queue``) was planned and told: ``at``, but a pass followed at once
+    # plans none and shows the queue as told then.
+    queue_planned_at: float = 0.0
     starts: list[dict[str, Any]] = field(default_factory=list)
     queue: list[dict[str, Any]] = field(default_factory=list)
     unplaceable: list[str] = field(default_factory=list)
@@ -380,6 +384,9 @@ class PlacerController:
         # The last pass was cut short and carried out a start or a refusal: the next decides the
         # machines it left at once (_run), not after the debounce or the resync.
         self._decide_again = False
+        # The queue as last planned and told: when, its places, and the inspect output's rows.
+        # A pass followed at once plans and tells none: this stands (_queue_as_told).
+        self._queue_told: tuple[float, tuple[Queued, ...], list[dict[str, Any]]] = (0.0, (), [])
         # Per Job UID: the resourceVersion it was classified at, and what it read as (a waiting
         # Job, or a running one with its start time: neither depends on the clock then).
         self._seen: dict[str, tuple[str, WaitingJob | RunningJob, Configurations, bool]] = {}
@@ -585,27 +592,44 @@ class PlacerController:
                         "after a change or the resync"),
                      extra={"starts": len(decision.starts), "undecided_machines": decision.undecided_machines,
                             "acted": self._acted - acted, "budget_seconds": self._budget_seconds, "seconds": round(elapsed, 3)})
-        # The queue only now: it decides no start, so no unsuspend waits for its matching.
+        # The queue only now: it decides no start, so no unsuspend waits for its matching. A pass
+        # followed at once plans and tells none: its plan would count the machines it left
+        # undecided idle now (review28b: 29 Jobs told "1st on cpu, expected to start any moment",
+        # of which the next pass started 3; each pass of a run moved the Jobs' places, 209
+        # condition writes and 64 Events against 28 and 28). The conditions, the inspect output
+        # and the queue gauge stay as the last queue told them; the run ends in a pass that tells
+        # the queue (one not cut short, or one that carried out nothing), so every Job is told.
         planning, planning_cpu = time.perf_counter(), time.thread_time()
-        decision = _within(replace(decision, queue=queue_of()), waiting)
+        planned = None if self._decide_again else queue_of()
+        queue_rows: list[dict[str, Any]] = []
+        if planned is None:
+            decision, queue_rows, queue_planned_at = self._queue_as_told(decision, waiting, now=now)
+        else:
+            decision, queue_planned_at = _within(replace(decision, queue=planned), waiting), now
         queue_seconds, queue_cpu_seconds = time.perf_counter() - planning, time.thread_time() - planning_cpu
         if self._on_decision is not None:  # after the queue: its observer counts the queued Jobs
             self._on_decision(elapsed, decision)
-        together = starting_together(decision.queue, now=now)
-        starts: dict[tuple[str, str | None], dict[int, float]] = {}  # per kind (and VC), each position's expected start
-        for queued in decision.queue:
-            starts.setdefault((queued.kind, queued.pool), {})[queued.position] = now + queued.expected_start_seconds
-        # Per machine kind, its machines left idle after the starts: a Job expected to start now
-        # where none is waits for one whose Job runs past its estimate.
-        idle_left = dict(decision.idle_machines)
-        for start in decision.starts:
-            machine_kind = _machine_kind(start.kind, start.pool, gpu_pools)
-            idle_left[machine_kind] = idle_left.get(machine_kind, 0) - max(len(start.machines), 1)
-        for queued in decision.queue:  # whom each condition names, which the inspect view says too
-            overdue = _OVERDUE_WHY if idle_left.get(_machine_kind(queued.kind, queued.pool, gpu_pools), 0) <= 0 else ""
-            together[queued.key] = self._tell_queued(by_key[queued.key], queued, now=now, name_pool=name_pools,
-                                                     first=together[queued.key], starts=starts[queued.kind, queued.pool],
-                                                     backing_off=backed_off_in.get(queued.key, ""), overdue=overdue)
+        if planned is not None:
+            together = starting_together(decision.queue, now=now)
+            starts: dict[tuple[str, str | None], dict[int, float]] = {}  # per kind (and VC), each position's expected start
+            for queued in decision.queue:
+                starts.setdefault((queued.kind, queued.pool), {})[queued.position] = now + queued.expected_start_seconds
+            # Per machine kind, its machines left idle after the starts: a Job expected to start now
+            # where none is waits for one whose Job runs past its estimate.
+            idle_left = dict(decision.idle_machines)
+            for start in decision.starts:
+                machine_kind = _machine_kind(start.kind, start.pool, gpu_pools)
+                idle_left[machine_kind] = idle_left.get(machine_kind, 0) - max(len(start.machines), 1)
+            for queued in decision.queue:  # whom each condition names, which the inspect view says too
+                overdue = _OVERDUE_WHY if idle_left.get(_machine_kind(queued.kind, queued.pool, gpu_pools), 0) <= 0 else ""
+                together[queued.key] = self._tell_queued(by_key[queued.key], queued, now=now, name_pool=name_pools,
+                                                         first=together[queued.key], starts=starts[queued.kind, queued.pool],
+                                                         backing_off=backed_off_in.get(queued.key, ""), overdue=overdue)
+            queue_rows = [{"job": q.key, "kind": q.kind, "position": q.position, "expectedStartSeconds": round(q.expected_start_seconds, 1),
+                           **({"virtualCluster": q.pool} if q.pool is not None else {}),
+                           **({"startsWith": together[q.key]} if together[q.key] < q.position else {}),
+                           **({"backingOff": backed_off_in[q.key]} if q.key in backed_off_in else {})} for q in decision.queue]
+            self._queue_told = (now, decision.queue, queue_rows)
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
         lacking = [key for key in decision.waiting_for_pool if guaranteed.get(pools.get(key) or "", 0) > 0]
@@ -666,10 +690,7 @@ class PlacerController:
             starts=[{"job": s.key, "kind": s.kind, "machine": s.machine, "seconds": s.seconds,
                      **({"machines": list(s.machines)} if len(s.machines) > 1 else {}),
                      **({"virtualCluster": s.pool} if s.pool is not None else {})} for s in decision.starts],
-            queue=[{"job": q.key, "kind": q.kind, "position": q.position, "expectedStartSeconds": round(q.expected_start_seconds, 1),
-                    **({"virtualCluster": q.pool} if q.pool is not None else {}),
-                    **({"startsWith": together[q.key]} if together[q.key] < q.position else {}),
-                    **({"backingOff": backed_off_in[q.key]} if q.key in backed_off_in else {})} for q in decision.queue],
+            queue=queue_rows, queue_planned_at=queue_planned_at,
             waiting_for_pool=list(decision.waiting_for_pool),
             unplaceable=[*(key for key in decision.unplaceable if key not in joined_now), *beyond_its_nodes],
             waiting_for_nodes=waiting_for_nodes_said,
@@ -683,6 +704,21 @@ class PlacerController:
                   for key, (reason, message) in held.items()],
         )
         return decision
+
+    def _queue_as_told(self, decision: AdmissionDecision, waiting: Sequence[WaitingJob], *,
+                       now: float) -> tuple[AdmissionDecision, list[dict[str, Any]], float]:
+        """``decision`` with the queue as last told (its inspect rows, and when it was planned) in
+        place of one planned this pass: less the Jobs started or held outside the queue this pass,
+        or no longer waiting, each expected start as far from ``now`` as told."""
+        at, queue, rows = self._queue_told
+        waits = ({item.key for item in waiting} - {start.key for start in decision.starts}
+                 - {*decision.unplaceable, *decision.waiting_for_pool})
+        since = max(now - at, 0.0)
+        kept = tuple(replace(queued, expected_start_seconds=max(queued.expected_start_seconds - since, 0.0))
+                     for queued in queue if queued.key in waits)
+        shown = [{**row, "expectedStartSeconds": round(max(row["expectedStartSeconds"] - since, 0.0), 1)}
+                 for row in rows if row["job"] in waits]
+        return replace(decision, queue=kept), shown, at
 
     def _unrefused(
         self, item: WaitingJob, job: Job, refused: Mapping[str, tuple[tuple[bytes, str], frozenset[str]]]
@@ -1274,7 +1310,7 @@ class PlacerController:
         if solver is not None:
             solver.shutdown(wait=False, cancel_futures=True)
 
-    def _queue_from_child(self, pass_number: int, inputs: Mapping[str, Any], *, cut_short: bool = False) -> tuple[Queued, ...]:
+    def _queue_from_child(self, pass_number: int, inputs: Mapping[str, Any], *, cut_short: bool = False) -> tuple[Queued, ...] | None:
         """The queue the child planned for pass ``pass_number`` (it keeps the pass's plan). A
         child that died since it answered (or holds no plan of that pass) is replaced as in
         :meth:`_decide`, and the queue planned here: ``decide_starts`` is deterministic, so the
@@ -1284,7 +1320,7 @@ class PlacerController:
         inspect output and the queue gauge one pass behind, until a change or the resync. The
         same when :meth:`stop` shut the child down meanwhile. A pass its budget cut short is not
         decided again here (where its walk stopped depends on the clock, so its starts would not
-        be those carried out): its queue is told by the next pass, run at once."""
+        be those carried out): None, the queue as told stands until the next pass tells it."""
         solver = self._solver
         queue: tuple[Queued, ...] | None = None
         if solver is not None:
@@ -1305,7 +1341,7 @@ class PlacerController:
         if queue is not None:
             return queue
         if cut_short:
-            return ()
+            return None
         _, plan = decide_starts(**inputs)
         return plan.queue()
 
@@ -1758,6 +1794,10 @@ class PlacerController:
             # secondsFromState ends at the starts; the queue is planned after they are carried out.
             "lastDecision": {"at": last.at, "seconds": round(last.seconds, 6), "secondsFromState": round(last.from_state_seconds, 6),
                              "queueSeconds": round(last.queue_seconds, 6),
+                             # When the queue shown was planned and told: at, but a pass cut short
+                             # and followed at once plans none (its plan would count the machines
+                             # it left idle), and the queue as told then stands.
+                             "queuePlannedAt": last.queue_planned_at,
                              # Cut short at budgetSeconds (allox.decisionBudgetSeconds): the free
                              # machines its walk did not decide, decided by the pass after it, at once.
                              "budgetSeconds": last.budget_seconds, "undecidedMachines": last.undecided_machines,

@@ -14,6 +14,7 @@ import importlib
 import json
 import logging
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -149,6 +150,93 @@ def test_a_pass_cut_short_is_followed_at_once_not_after_the_resync() -> None:
     assert len(api.patches) > len(unbounded.starts) // 2  # more than the first pass's few
     names = [name for name, _ in api.patches]
     assert len(names) == len(set(names))
+
+
+def latest(api: RecordingApi) -> dict[str, dict[str, Any]]:
+    """Each Job's Placed condition as last written."""
+    return {name: condition for name, condition in api.conditions}
+
+
+def test_a_run_of_passes_cut_short_tells_the_queue_at_its_end_not_at_each_pass() -> None:
+    # review28b: each pass cut short planned the queue with the machines it left counted idle
+    # now (29 Jobs told "1st on cpu, expected to start any moment", 3 of them started by the
+    # next pass), and each pass of the run moved the places: 209 Queued conditions and 64
+    # Queued Events written, against 28 and 28 by an unbounded controller's passes.
+    whole_api = RecordingApi()
+    passes_until_settled(placer_of(settings_of("solverProcess: false"), Jobs(many_users()), whole_api))
+    api, observed = RecordingApi(), list[AdmissionDecision]()
+    placer = placer_of(settings_of("solverProcess: false, decisionBudgetSeconds: 2.5"), Jobs(many_users()), api, monotonic=Ticking(),
+                       on_decision=lambda seconds, decision: observed.append(decision))
+    decisions, written = [placer.admit()], [list(api.conditions)]
+    while decisions[-1].undecided_machines or decisions[-1].starts:
+        assert len(decisions) < 60
+        before = len(api.conditions)
+        decisions.append(placer.admit())
+        written.append(api.conditions[before:])
+    cut_short = [index for index, decision in enumerate(decisions) if decision.undecided_machines]
+    assert len(cut_short) > 2 and cut_short == list(range(len(cut_short)))  # a run, each followed at once
+    for index in cut_short:
+        # No queue planned nor told (none was before it): each start told, no Job queued.
+        assert decisions[index].queue == observed[index].queue == ()
+        assert sorted(name for name, condition in written[index] if condition["reason"] == "Started") == \
+            sorted(start.key.split("/")[1] for start in decisions[index].starts)
+        assert all(condition["reason"] != "Queued" for _, condition in written[index])
+    # The run's end tells every Job left its place, as an unbounded controller's passes do.
+    last, told = decisions[-1], latest(api)
+    assert last.queue and all(told[queued.key.split("/")[1]]["reason"] == "Queued" for queued in last.queue)
+    assert sum(len(rows) for rows in placer.inspect()["queue"].values()) == len(last.queue)
+    queued_written = sum(1 for _, condition in api.conditions if condition["reason"] == "Queued")
+    queued_events = sum(1 for _, reason, _ in api.events if reason == "Queued")
+    whole_written = sum(1 for _, condition in whole_api.conditions if condition["reason"] == "Queued")
+    whole_events = sum(1 for _, reason, _ in whole_api.events if reason == "Queued")
+    assert queued_written <= whole_written and queued_events <= whole_events
+
+
+class Switched:
+    """A monotonic clock that stands still (no decision is cut short) until ``ticking``."""
+
+    def __init__(self) -> None:
+        self.now, self.ticking = 0.0, False
+
+    def __call__(self) -> float:
+        self.now += self.ticking
+        return self.now
+
+
+def test_a_pass_followed_at_once_leaves_the_queue_as_told() -> None:
+    # One node free: a whole decision tells the queue. Then the other two free up: the passes
+    # cut short that start Jobs on them leave the conditions, the inspect output's queue and
+    # what the queue gauge counts as that queue told them, less the Jobs started since.
+    free, wall, budget = {"n0": NODE}, [1767225700.0], Switched()
+    api, observed = RecordingApi(), list[AdmissionDecision]()
+    placer = PlacerController(api=api, jobs=Jobs(many_users()), settings=settings_of("solverProcess: false, decisionBudgetSeconds: 2.5"),
+                              gpu_resource="nvidia.com/gpu", free_by_node=lambda running: dict(free), capacity=lambda: CAPACITY,
+                              clock=lambda: wall[0], monotonic=budget, on_decision=lambda seconds, decision: observed.append(decision))
+    told = placer.admit()
+    assert not told.undecided_machines and len(told.queue) > 20
+    rows = [row for kind in sorted(placer.inspect()["queue"]) for row in placer.inspect()["queue"][kind]]
+    free.update(NODES)
+    budget.ticking = True
+    wall[0] += 10.0
+    started = set[str]()
+    for _ in range(3):
+        before = len(api.conditions)
+        decision = placer.admit()
+        assert decision.undecided_machines and decision.starts
+        assert all(condition["reason"] == "Started" for _, condition in api.conditions[before:])
+        started |= {start.key for start in decision.starts}
+        assert observed[-1] is decision
+        assert decision.queue == tuple(replace(queued, expected_start_seconds=max(queued.expected_start_seconds - 10.0, 0.0))
+                                       for queued in told.queue if queued.key not in started)
+        inspected = placer.inspect()
+        assert inspected["lastDecision"]["queuePlannedAt"] == 1767225700.0 and inspected["lastDecision"]["at"] == wall[0]
+        assert [row for kind in sorted(inspected["queue"]) for row in inspected["queue"][kind]] == \
+            [{**row, "expectedStartSeconds": round(max(row["expectedStartSeconds"] - 10.0, 0.0), 1)} for row in rows if row["job"] not in started]
+    # The run's end tells the queue as it then is.
+    decisions = passes_until_settled(placer)
+    assert placer.inspect()["lastDecision"]["queuePlannedAt"] == wall[0]
+    last, conditions = decisions[-1], latest(api)
+    assert all(conditions[queued.key.split("/")[1]]["reason"] == "Queued" for queued in last.queue)
 
 
 class Failing(RecordingApi):
