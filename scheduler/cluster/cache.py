@@ -170,7 +170,11 @@ class _BindWrites:
                 for number in range(self._threads):
                     threading.Thread(target=self._work, name=f"cellfit-bind-writes-{number}", daemon=True).start()
             self._unfinished += 1
-        self._queue.put((future, call))
+            # Under the lock (a SimpleQueue's put never blocks): a shutdown after the look at
+            # _stopped above finds the write queued, and gives it up, before its stop marks
+            # (review28b #3: put after the lock, it could land behind them, never run, its
+            # future never done).
+            self._queue.put((future, call))
         return future
 
     def _work(self) -> None:
@@ -196,22 +200,27 @@ class _BindWrites:
 
     def shutdown(self) -> None:
         """No write begins from now on; none is waited for."""
+        given_up: list[Future[None]] = []
         with self._changed:
             if self._stopped:
                 return
             self._stopped = True
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                item[0].set_result(None)  # not made: done, so a binding waiting for it goes on
-                with self._changed:
+            # What is queued is taken off under the lock submit puts under: nothing is left
+            # behind the stop marks.
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    given_up.append(item[0])
                     self._unfinished -= 1
-                    self._changed.notify_all()
-        for _ in range(self._threads):
-            self._queue.put(None)
+            for _ in range(self._threads):
+                self._queue.put(None)
+            self._changed.notify_all()
+        for future in given_up:
+            if future.set_running_or_notify_cancel():
+                future.set_result(None)  # not made: done, so a binding waiting for it goes on
 
 
 class LazilyDecoded(Sequence[T], Generic[T]):

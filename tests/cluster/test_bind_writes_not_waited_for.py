@@ -9,8 +9,11 @@ WATCHDOG_SECONDS and says so, so that code which waits for it fails here instead
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
+import types
+from concurrent.futures import Future, wait
 from typing import Any
 
 import pytest
@@ -77,3 +80,53 @@ def test_a_write_not_begun_at_the_stop_is_not_made() -> None:
     release.set()
     assert writes.settle(timeout=WATCHDOG_SECONDS)
     assert made == ["first"]
+
+
+class _PausingQueue:
+    """A SimpleQueue whose put of a write pauses (once armed) until ``go`` is set: a submit
+    caught between its look at the stop and its put."""
+
+    armed = False
+    entered = threading.Event()
+    go = threading.Event()
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def put(self, item: Any) -> None:
+        if item is not None and _PausingQueue.armed:
+            _PausingQueue.armed = False
+            _PausingQueue.entered.set()
+            _PausingQueue.go.wait(timeout=WATCHDOG_SECONDS)
+        self._queue.put(item)
+
+    def get(self) -> Any:
+        return self._queue.get()
+
+    def get_nowait(self) -> Any:
+        return self._queue.get_nowait()
+
+
+def test_a_write_submitted_as_the_writes_stop_is_made_or_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """review28b #3: submit looked at the stop under the lock and put after it; a shutdown in
+    between put its stop marks first, and the write was left behind them: never run, its future
+    never done (a binding waiting for it waited its whole NAMING_BEFORE_BINDING_SECONDS)."""
+    monkeypatch.setattr(cache_module, "queue", types.SimpleNamespace(SimpleQueue=_PausingQueue, Empty=queue.Empty))
+    _PausingQueue.entered.clear()
+    _PausingQueue.go.clear()
+    writes = cache_module._BindWrites(threads=1)
+    assert writes.submit(lambda: None).result(timeout=WATCHDOG_SECONDS) is None  # its thread started
+    _PausingQueue.armed = True
+    submitted: list[Future[None]] = []
+    submitting = threading.Thread(target=lambda: submitted.append(writes.submit(lambda: None)))
+    submitting.start()
+    assert _PausingQueue.entered.wait(timeout=WATCHDOG_SECONDS)
+    stopping = threading.Thread(target=writes.shutdown)
+    stopping.start()
+    stopping.join(timeout=0.5)  # before: the stop is over here, its marks put; after: it waits for the submit
+    _PausingQueue.go.set()
+    submitting.join(timeout=WATCHDOG_SECONDS)
+    stopping.join(timeout=WATCHDOG_SECONDS)
+    (future,) = submitted
+    assert wait([future], timeout=WATCHDOG_SECONDS).done == {future}  # made or given up: done either way
+    assert writes.settle(timeout=WATCHDOG_SECONDS)
