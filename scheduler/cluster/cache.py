@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Generator, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, overload
+from typing import Any, Callable, Final, Generator, Generic, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar, overload
 
 import msgspec
 
@@ -137,9 +137,12 @@ def _retried(call: Callable[[], T], *, pauses: Sequence[float], sleep: Callable[
     return call()
 
 
-# Threads of the writes the bind verb starts (_BindWrites): a preemptor's binding naming gang
-# members on their Jobs, and an AlloX Job's pods-bound record.
+# Threads of the writes the bind verb starts (_BindWrites), per lane: a preemptor's binding naming
+# gang members on their Jobs (NAMING), and an AlloX Job's pods-bound record (RECORDS).
 BIND_WRITE_THREADS = 2
+NAMING: Final = "naming"
+RECORDS: Final = "records"
+BindWriteLane = Literal["naming", "records"]
 
 
 class _BindWrites:
@@ -148,37 +151,45 @@ class _BindWrites:
     few tries) held one of its threads, shared with the configuration reload's, and at shutdown
     asyncio's Runner.close() waited for it without a timeout; nor a ThreadPoolExecutor, whose
     threads the interpreter joins at its exit. :meth:`shutdown` returns at once: a write under
-    way is left to end with the process, and one not begun is not made."""
+    way is left to end with the process, and one not begun is not made.
+
+    Two lanes, each with ``threads`` threads and its queue, first in first out: the naming a
+    preemptor's binding waits for (:data:`NAMING`, NAMING_BEFORE_BINDING_SECONDS at most) never
+    waits behind the pods-bound records (:data:`RECORDS`), best-effort writes that may each be
+    retrying for seconds while the API server throttles or fails (review28b #2)."""
 
     def __init__(self, *, threads: int = BIND_WRITE_THREADS) -> None:
         self._threads = threads
-        self._queue: queue.SimpleQueue[tuple[Future[None], Callable[[], None]] | None] = queue.SimpleQueue()
+        self._queues: dict[BindWriteLane, queue.SimpleQueue[tuple[Future[None], Callable[[], None]] | None]] = {
+            NAMING: queue.SimpleQueue(), RECORDS: queue.SimpleQueue(),
+        }
         self._changed = threading.Condition()
-        self._started = False
+        self._started: set[BindWriteLane] = set()
         self._stopped = False
         self._unfinished = 0
 
-    def submit(self, call: Callable[[], None]) -> Future[None]:
-        """``call`` run on a writer thread; done at once, unmade, once shut down."""
+    def submit(self, call: Callable[[], None], *, lane: BindWriteLane = NAMING) -> Future[None]:
+        """``call`` run on a thread of ``lane``; done at once, unmade, once shut down."""
         future: Future[None] = Future()
         with self._changed:
             if self._stopped:
                 future.set_result(None)
                 return future
-            if not self._started:
-                self._started = True
+            queued = self._queues[lane]
+            if lane not in self._started:
+                self._started.add(lane)
                 for number in range(self._threads):
-                    threading.Thread(target=self._work, name=f"cellfit-bind-writes-{number}", daemon=True).start()
+                    threading.Thread(target=self._work, args=(queued,), name=f"cellfit-bind-writes-{lane}-{number}", daemon=True).start()
             self._unfinished += 1
             # Under the lock (a SimpleQueue's put never blocks): a shutdown after the look at
             # _stopped above finds the write queued, and gives it up, before its stop marks
             # (review28b #3: put after the lock, it could land behind them, never run, its
             # future never done).
-            self._queue.put((future, call))
+            queued.put((future, call))
         return future
 
-    def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
+    def _work(self, queued: queue.SimpleQueue[tuple[Future[None], Callable[[], None]] | None]) -> None:
+        while (item := queued.get()) is not None:
             future, call = item
             try:
                 if future.set_running_or_notify_cancel():
@@ -207,16 +218,18 @@ class _BindWrites:
             self._stopped = True
             # What is queued is taken off under the lock submit puts under: nothing is left
             # behind the stop marks.
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None:
-                    given_up.append(item[0])
-                    self._unfinished -= 1
-            for _ in range(self._threads):
-                self._queue.put(None)
+            for queued in self._queues.values():
+                while True:
+                    try:
+                        item = queued.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is not None:
+                        given_up.append(item[0])
+                        self._unfinished -= 1
+            for lane in self._started:
+                for _ in range(self._threads):
+                    self._queues[lane].put(None)
             self._changed.notify_all()
         for future in given_up:
             if future.set_running_or_notify_cancel():
@@ -925,8 +938,9 @@ class ClusterCache:
             for job, added in to_name:
                 self._write_gang_preempted_now(job, added=added, gone=())
 
-        # On the bind writes' own threads (_BindWrites): a hanging API holds none of asyncio's.
-        writing = asyncio.wrap_future(self._bind_writes.submit(name_all))
+        # On the bind writes' own threads (_BindWrites): a hanging API holds none of asyncio's;
+        # their naming lane, behind no pods-bound record.
+        writing = asyncio.wrap_future(self._bind_writes.submit(name_all, lane=NAMING))
         try:
             await asyncio.wait_for(asyncio.shield(writing), timeout=NAMING_BEFORE_BINDING_SECONDS)
         except TimeoutError:
@@ -1019,7 +1033,7 @@ class ClusterCache:
                             "the leader records it when it sees the pod bound",
                             extra={"job": job.key, "reason": str(error)[:300]})
 
-        self._bind_writes.submit(write)
+        self._bind_writes.submit(write, lane=RECORDS)
 
     def _bound_as_shown(self, uid: str, node_name: str) -> PodInfo | None:
         """The pod as the watch shows it, if bound to ``node_name`` and holding it. Under the lock."""
