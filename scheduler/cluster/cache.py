@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import itertools
 import logging
+import math
 import queue
 import threading
 import time
@@ -71,6 +72,7 @@ from scheduler.preemption.model import JobClass, job_class_or_best_effort, preem
 from scheduler.preemption.resume_records import JobRef
 from scheduler.kube import translate, wire
 from scheduler.kube.lists import read_page
+from scheduler.kube.times import timestamp
 from scheduler.kube.wire import annotation_pointer
 from scheduler.matching.admission import BestEffortGpus
 
@@ -121,6 +123,8 @@ NAMING_BEFORE_BINDING_SECONDS = 1.0
 HOLD_EXPIRY_LOOK_SECONDS = 5.0
 # Starts the look again at a record too young to finish (threading.Timer; the tests' own).
 _timer: Callable[[float, Callable[[], None]], threading.Timer] = threading.Timer
+# When a binding was asked for, by this replica's clock (_note_bound_here; the tests' own).
+_wall_clock: Callable[[], float] = time.time
 
 
 def _retried(call: Callable[[], T], *, pauses: Sequence[float], sleep: Callable[[float], None] = time.sleep) -> T:
@@ -444,6 +448,8 @@ class _AlloxRun:
     job: JobRef
     start_time: str
     recorded: bool
+    # start_time in whole seconds since the epoch (None: it does not read, and no pod counts).
+    start_second: int | None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -548,8 +554,8 @@ class ClusterCache:
         # dropped past VICTIMS_KEPT); and the run whose record this replica wrote or is writing.
         self._runs_lock = threading.Lock()
         self._allox_runs: dict[str, _AlloxRun] = {}
-        self._bound_here: dict[str, set[str]] = {}
-        self._bound_unseen: dict[str, None] = {}
+        self._bound_here: dict[str, dict[str, float]] = {}  # Job UID -> pod UID -> bound at (_note_bound_here)
+        self._bound_unseen: dict[str, float] = {}
         self._recording: dict[str, str] = {}
         self.interchangeable: InterchangeableJobs | None = InterchangeableJobs() if interchangeable_jobs else None
         self._sampling_pods: SamplingPods | None = None if self.interchangeable is None else self.interchangeable.sampling_pods
@@ -898,9 +904,10 @@ class ClusterCache:
         First, where the binding leaves the pod's preemption record on it, the gang members it
         names that still run are named on their Jobs (:meth:`_name_on_jobs_before_binding`)."""
         await self._name_on_jobs_before_binding(uid, annotations.get(ANNOTATION_PREEMPTOR_HOLD))
+        asked_at = _wall_clock()  # the binding is made after this: see _note_bound_here
         try:
             await self._api.create_binding(namespace=namespace, name=name, uid=uid, node_name=node_name, annotations=annotations)
-            self._note_bound_here(uid)
+            self._note_bound_here(uid, bound_at=asked_at)
         except CellfitError as error:
             with self._lock:
                 shown = self._bound_as_shown(uid, node_name)
@@ -912,7 +919,7 @@ class ClusterCache:
                 raise
             log.warning("binding failed as the watch shows it made; taken as made",
                         extra={"pod": f"{namespace}/{name}", "node": node_name, "reason": str(error)})
-            self._note_bound_here(uid)
+            self._note_bound_here(uid, bound_at=asked_at)
 
     async def _name_on_jobs_before_binding(self, uid: str, text: str | None) -> None:
         """Before the binding of the preemptor ``uid``: the gang members elsewhere that ``text``,
@@ -961,47 +968,68 @@ class ClusterCache:
             if ANNOTATION_PLACEMENT not in annotations or not start_time or (meta.labels or {}).get(LABEL_JOB_CLASS) == JOB_CLASS_TRIAL:
                 self._allox_runs.pop(meta.uid, None)
                 return
+            started = timestamp(start_time)
             self._allox_runs[meta.uid] = _AlloxRun(job=JobRef(uid=meta.uid, namespace=meta.namespace, name=meta.name),
-                                                    start_time=start_time, recorded=bound_in_this_run(annotations, start_time))
+                                                    start_time=start_time, recorded=bound_in_this_run(annotations, start_time),
+                                                    start_second=None if started is None else math.floor(started))
             to_record = self._run_to_record(meta.uid) if meta.uid in self._bound_here else None
         if to_record is not None:
             self._record_pods_bound(*to_record)
 
-    def _note_bound_here(self, uid: str, shown: PodInfo | None = None) -> None:
+    def _note_bound_here(self, uid: str, shown: PodInfo | None = None, *, bound_at: float) -> None:
         """After this replica bound the pod ``uid`` (``shown``: as its watch first shows it, for
-        one the watch had not shown at the binding): where its Job is one AlloX started whose
-        pods-bound record does not name this run yet, the record written, in the background
-        (the binding is not held up). Whichever replica kube-scheduler's bind call reaches, leader
-        or not, so that a restart or a new leader finds the record even where no leader saw the
-        pod bound (it bound while none led, and left its node since: node deleted, pod evicted),
-        and does not suspend the Job again as one none of whose pods was bound. Nothing is
-        asked of the API server for another pod, nor for a Job whose record names this run."""
+        one the watch had not shown at the binding), the binding asked for at ``bound_at`` (this
+        replica's clock): where its Job is one AlloX started whose pods-bound record does not
+        name this run yet, the record written, in the background (the binding is not held up).
+        Whichever replica kube-scheduler's bind call reaches, leader or not, so that a restart or
+        a new leader finds the record even where no leader saw the pod bound (it bound while none
+        led, and left its node since: node deleted, pod evicted), and does not suspend the Job
+        again as one none of whose pods was bound. Nothing is asked of the API server for another
+        pod, nor for a Job whose record names this run."""
         pod = shown if shown is not None else self._pods.get(uid)
         with self._runs_lock:
             if pod is None:  # the watch has not shown it yet: looked at when it does (_apply_info)
-                self._bound_unseen[uid] = None
+                self._bound_unseen[uid] = bound_at
                 while len(self._bound_unseen) > VICTIMS_KEPT:
                     del self._bound_unseen[next(iter(self._bound_unseen))]
                 return
             owner = pod.owner
             if owner is None or owner.kind != "Job" or pod.labels.get(LABEL_JOB_CLASS) == JOB_CLASS_TRIAL:
                 return
-            self._bound_here.setdefault(owner.uid, set()).add(uid)
+            self._bound_here.setdefault(owner.uid, {})[uid] = bound_at
             to_record = self._run_to_record(owner.uid, shown=shown)
         if to_record is not None:
             self._record_pods_bound(*to_record)
 
     def _run_to_record(self, job_uid: str, *, shown: PodInfo | None = None) -> tuple[JobRef, str] | None:
         """The Job and the run whose pods-bound record this replica is to write now: an AlloX
-        run its record does not name, one of whose pods this replica bound and the watch shows
-        (or shows now: ``shown``) neither finished nor being deleted (a pod of an earlier run is
-        deleted by the suspension), and not being written here already. Under _runs_lock."""
+        run its record does not name, one of whose pods this replica bound since the run began
+        and the watch shows (or shows now: ``shown``) neither finished nor being deleted, and not
+        being written here already. Under _runs_lock.
+
+        A pod of an earlier run is deleted by the suspension, but the two watches are separate
+        streams: the Jobs watch may show the Job started again (a new status.startTime) before
+        the pods watch shows the earlier run's pod being deleted (review28b #1). Such a pod was
+        bound before its run was suspended, so before the next one began: a pod counts only if
+        its binding was asked for (_note_bound_here's ``bound_at``) in the run's starting second
+        or later (whole seconds, as the API server writes startTime). A pod of this run is
+        created by the Job controller after it took the run's start, and its binding asked for
+        after a filter pass over it: by this replica's clock, later than the start by that much
+        less the clocks' skew (NTP: milliseconds). A skew beyond that only leaves the record to
+        the next binding of a pod of the run, or to the leader (placer/controller.py
+        ``_record_bound``); counting the earlier run's pod would need a skew beyond that run's
+        rest and its suspension, and let a run none of whose pods binds go unsuspended."""
         run = self._allox_runs.get(job_uid)
-        if run is None or run.recorded or self._recording.get(job_uid) == run.start_time:
+        if run is None or run.recorded or run.start_second is None or self._recording.get(job_uid) == run.start_time:
             return None
-        pods = [shown] if shown is not None else []
-        pods.extend(pod for uid in self._bound_here.get(job_uid, ()) if (pod := self._pods.get(uid)) is not None)
-        if not any(not pod.terminating and pod.phase not in TERMINAL_PHASES for pod in pods):
+        start_second = run.start_second
+        for uid, bound_at in self._bound_here.get(job_uid, {}).items():
+            if math.floor(bound_at) < start_second:
+                continue  # bound before this run began: a pod of an earlier one
+            pod = shown if shown is not None and shown.uid == uid else self._pods.get(uid)
+            if pod is not None and not pod.terminating and pod.phase not in TERMINAL_PHASES:
+                break
+        else:
             return None
         self._recording[job_uid] = run.start_time
         return run.job, run.start_time
@@ -1684,8 +1712,9 @@ class ClusterCache:
         """Under the lock."""
         if self._bound_unseen and info.uid in self._bound_unseen:  # bound here before the watch showed it
             with self._runs_lock:
-                self._bound_unseen.pop(info.uid, None)
-            self._note_bound_here(info.uid, shown=info)
+                bound_at = self._bound_unseen.pop(info.uid, None)
+            if bound_at is not None:
+                self._note_bound_here(info.uid, shown=info, bound_at=bound_at)
         if not info.holds_resources and info.node_name is not None:
             self._forget(info.uid)  # finished: nothing left to account for
             return
@@ -1713,7 +1742,7 @@ class ClusterCache:
             with self._runs_lock:
                 bound = self._bound_here.get(known.owner.uid)
                 if bound is not None:
-                    bound.discard(uid)
+                    bound.pop(uid, None)
                     if not bound:
                         del self._bound_here[known.owner.uid]
         recorded = known.annotations.get(ANNOTATION_PREEMPTOR_HOLD) if known is not None else None

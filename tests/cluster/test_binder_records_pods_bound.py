@@ -21,11 +21,13 @@ from typing import Any
 import msgspec
 import pytest
 
+from scheduler.cluster import cache as cache_module
 from scheduler.cluster.cache import ClusterCache, WatchedJob
 from scheduler.constants import ANNOTATION_PODS_BOUND
 from scheduler.errors import KubernetesApiError
 from scheduler.extender.service import ExtenderService
 from scheduler.kube import wire
+from scheduler.kube.times import timestamp
 from tests.cluster.test_gang_recovery_after_the_preemptors_binding import show
 from tests.cluster.test_preemptor_record_write import replica
 from tests.support.api_double import EventRecordingApi
@@ -34,6 +36,21 @@ from tests.support.kube_objects import node, pod
 
 START = "2026-11-29T08:00:00Z"
 EARLIER = "2026-11-29T07:00:00Z"
+LATER = "2026-11-29T08:30:00Z"
+
+
+def at(text: str, *, plus: float = 0.0) -> float:
+    """Seconds since the epoch of an API timestamp, ``plus`` seconds later."""
+    seconds = timestamp(text)
+    assert seconds is not None
+    return seconds + plus
+
+
+@pytest.fixture(autouse=True)
+def bound_a_minute_into_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bindings here are asked for a minute into the run that started at START (this replica's
+    clock), whatever the day the tests run (raising=False: the code before had no such clock)."""
+    monkeypatch.setattr(cache_module, "_wall_clock", lambda: at(START, plus=60), raising=False)
 
 
 def allox_job(*, start: str | None = START, annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
@@ -191,3 +208,58 @@ def test_a_failed_write_is_logged_and_made_again_by_the_next_binding(caplog: pyt
     api.refuse = None
     bind(service, cache, "train-1")
     assert api.recorded() == START
+
+
+def test_a_pod_bound_in_an_earlier_run_does_not_record_the_next_run() -> None:
+    """review28b #1: the Job is suspended and started again (at LATER); the Jobs watch shows the
+    new run before the pods watch shows the earlier run's pod being deleted (two streams). Before,
+    that pod, bound here and not yet shown leaving, recorded the new run as bound: a run none of
+    whose pods binds was let go, never suspended again (unsuspended, pending, holding nothing)."""
+    api, cache, service = cluster(allox_job(annotations={ANNOTATION_PODS_BOUND: START}))
+    bind(service, cache)  # bound a minute into the run, recorded already: nothing written
+    assert api.asked == []
+    api.by_name["train"]["status"]["startTime"] = LATER
+    watch_shows(cache, allox_job(start=LATER, annotations={ANNOTATION_PODS_BOUND: START}))
+    assert api.asked == [] and api.recorded() == START
+
+
+def test_a_pod_bound_before_the_watch_showed_it_counts_only_toward_its_own_run() -> None:
+    """The binding's time is kept for a pod the watch shows only after it: shown after the Job
+    started again, it records nothing of the new run."""
+    api, cache, service = cluster(allox_job(annotations={ANNOTATION_PODS_BOUND: START}), pods=[])
+    body = pending()
+
+    async def get_pod(namespace: str, name: str) -> wire.Pod | None:  # the bind verb reads it from the API server
+        return wire.POD_DECODER.decode(json.dumps(body).encode())
+
+    api.get_pod = get_pod  # type: ignore[method-assign,assignment]
+    bind(service, cache)
+    api.by_name["train"]["status"]["startTime"] = LATER
+    watch_shows(cache, allox_job(start=LATER, annotations={ANNOTATION_PODS_BOUND: START}))
+    body["spec"]["nodeName"] = "gpu-a"
+    show(cache, body)  # still running: its deletion not shown yet
+    assert cache._bind_writes.settle(timeout=30)
+    assert api.asked == [] and api.recorded() == START
+
+
+def test_a_pod_bound_in_the_runs_starting_second_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole seconds, as the API server writes startTime: a binding asked for within the second
+    the run started (after its start, which the API rounds down) counts toward it."""
+    monkeypatch.setattr(cache_module, "_wall_clock", lambda: at(LATER, plus=0.4))
+    api, cache, service = cluster(allox_job(start=LATER, annotations={ANNOTATION_PODS_BOUND: START}))
+    bind(service, cache)
+    assert api.recorded() == LATER and api.asked == [("patch", "train")]
+
+
+def test_a_run_a_skewed_clock_misses_is_recorded_by_the_next_binding_of_its_pods(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This replica's clock a second behind the Job controller's: a pod of the run bound at once
+    seems bound before it began and records nothing (the leader's _record_bound would); the next
+    binding of a pod of the run, later, does."""
+    monkeypatch.setattr(cache_module, "_wall_clock", lambda: at(LATER, plus=-0.5))
+    api, cache, service = cluster(allox_job(start=LATER, annotations={ANNOTATION_PODS_BOUND: START}),
+                                  pods=[pending("train-0"), pending("train-1")])
+    bind(service, cache, "train-0")
+    assert api.asked == []
+    monkeypatch.setattr(cache_module, "_wall_clock", lambda: at(LATER, plus=5))
+    bind(service, cache, "train-1")
+    assert api.recorded() == LATER and api.asked == [("patch", "train")]
