@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import Callable, Collection, Hashable, Iterator, Mapping, Sequence, TypeVar
+from typing import Callable, Collection, Hashable, Iterator, Mapping, Sequence, TypeVar, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -180,12 +180,12 @@ class AlloxScheduler:
         row_of = {job.name: row for row, job in enumerate(every_job.jobs)}
         # Plans by the user set they were solved for; which of them a start leaves valid, see
         # _Plan.kept_after.
-        plans: dict[_UserSet, _Plan | _Deferred] = {}
+        plans: dict[_Set, _Plan | _Deferred] = {}
         delay = arrays.delay.copy()  # the machines' waits now, moved by each start
         # What is known of each user set's optimal matchings without its plan (_Empty), and
         # each start as kept_after asks it (the plans put off replay those since them,
         # _Deferred: a start while none is put off is read by none, and not kept).
-        empty: dict[_UserSet, _Empty] = {}
+        empty: dict[_Set, _Empty] = {}
         starts_seen: list[_Seen] = []
         moved = False  # a start since ``arrays`` was last written
         # The machines' kind_orders as ``arrays`` has them (None: not sorted yet), and the
@@ -207,7 +207,7 @@ class AlloxScheduler:
         # index, wait and position (see _starts_nothing_after).
         passed: tuple[int, float, int] | None = None
         # The user sets whose plan _Left.uncontended declined since the last start.
-        declined: set[_UserSet] = set()
+        declined: set[_Set] = set()
         # A plan solved ahead of the raise since the last start (_Ahead), and per machine kind
         # the user count whose plan started the last visit's job (_EXHAUSTED: none did).
         ahead: _Ahead | None = None
@@ -598,6 +598,10 @@ _SKIP_UNREACHED = True
 # other machine of the kind waits that (the tests compare both ways).
 _ALONE_TOLD = True
 
+# _Users names the walk's user sets by the ranking (_UserSet) from more users than this;
+# up to it, frozensets of the users, as cheap there (the tests set it to 0 and 10**9).
+_NAMED_FROM = 64
+
 # Off: _Ahead solves the one set below its guess, never searches (the tests compare both ways).
 _SEARCH_AHEAD = True
 
@@ -830,17 +834,17 @@ class _Ahead:
     would give (the same rows on the same machines: no start since), and is used as that.
     What the guess gets wrong costs a solve, never a decision. Dropped at every start."""
 
-    users: frozenset[str] | _UserSet
+    users: _Set
     plan: _Plan
     fact: _Empty | None  # what the plan shows of the asking machine's class, when it leaves it empty
     # Other sets of the raise solved on the way (searched), each what the raise's own solve gives.
-    more: Mapping[_UserSet, _Plan] = field(default_factory=dict)
+    more: Mapping[_Set, _Plan] = field(default_factory=dict)
 
-    def plan_for(self, considered: frozenset[str] | _UserSet) -> _Plan | None:
+    def plan_for(self, considered: _Set) -> _Plan | None:
         """``considered``'s plan, when it was solved here (on the machines as they are)."""
         if self.users == considered:
             return self.plan
-        return self.more.get(considered) if isinstance(considered, _UserSet) else None
+        return self.more.get(considered)
 
     @staticmethod
     def searched(named: _Users, ranking: list[str], count: int, runnable: Mapping[str, int], guess: int, left: _Left, machines: Fleet,
@@ -866,8 +870,8 @@ class _Ahead:
             counts.append(after)
         if len(counts) <= _SEARCH_FROM:
             return None
-        solved: dict[_UserSet, _Plan] = {}
-        told: list[tuple[int, _UserSet, _Empty]] = []
+        solved: dict[_Set, _Plan] = {}
+        told: list[tuple[int, _Set, _Empty]] = []
 
         def probe(at: int) -> int:
             """Solves set ``at``: 1 a job on the machine, -1 certainly empty, 0 neither known."""
@@ -910,7 +914,7 @@ class _Ahead:
         return _Ahead(users, solved.pop(users), None, solved)
 
     @staticmethod
-    def solved(users: frozenset[str] | _UserSet, left: _Left, machines: Fleet, position: int, delay: FloatArray,
+    def solved(users: _Set, left: _Left, machines: Fleet, position: int, delay: FloatArray,
                vacancy: _Vacancy) -> _Ahead:
         """``users``' plan on ``machines`` (waiting ``delay``), and what it shows of machine
         ``position``'s class."""
@@ -920,13 +924,13 @@ class _Ahead:
             fact = _Empty.of(plan, position, delay, vacancy.tolerance)
         return _Ahead(users, plan, fact)
 
-    def tells(self, considered: frozenset[str] | _UserSet, position: int, delay: FloatArray, machine_kind: IntArray, here: _Here | None = None) -> bool:
+    def tells(self, considered: _Set, position: int, delay: FloatArray, machine_kind: IntArray, here: _Here | None = None) -> bool:
         """Whether every optimal matching of ``considered``, a smaller set than ``users``, on
         the machines as they are leaves machine ``position`` empty (False: not certain)."""
         return self.fact is not None and _smaller(considered, self.users) and self.fact.leaves_empty(position, delay, machine_kind, here)
 
 
-def _smaller(small: frozenset[str] | _UserSet, large: frozenset[str] | _UserSet) -> bool:
+def _smaller(small: _Set, large: _Set) -> bool:
     """Whether ``small`` is a proper subset of ``large``."""
     if isinstance(small, _UserSet) and isinstance(large, _UserSet):
         return small < large
@@ -987,7 +991,7 @@ class _Run:
         self._out_visits = np.empty(len(free_machines), dtype=np.int64)
         self._out_waits = np.empty(len(free_machines))
         self._out_old = np.empty(len(free_machines))
-        self._members: dict[_UserSet, IntArray] = {}
+        self._members: dict[_Set, IntArray] = {}
         jobs = self._jobs
 
         def value(row: int, visit: int) -> float:
@@ -1007,7 +1011,7 @@ class _Run:
                     shares=shares, named=named)
 
     def walk(self, at: int, *, delay: FloatArray, machine_kind: IntArray, fleet_now: float, now: float,
-             plans: dict[_UserSet, _Plan | _Deferred], ranking: list[str], progress: dict[str, float], base: int, ranked: bool,
+             plans: dict[_Set, _Plan | _Deferred], ranking: list[str], progress: dict[str, float], base: int, ranked: bool,
              passed: tuple[int, float, int] | None, started: list[Assignment], waiting: dict[str, Job], runnable: dict[str, dict[str, int]],
              vacancy: _Vacancy | None, shifted: list[int], ended: dict[str, int]) -> _Carried:
         """The run from visit ``at``, its starts carried into the walk's state (each argument as
@@ -1045,17 +1049,22 @@ class _Run:
             bounds = np.zeros(len(delay) + 1, dtype=np.int64)
             bounds[machines_used + 1] = 1
             np.cumsum(bounds, out=bounds)
-            plans[self._named.of(self._renamed[np.array(members, dtype=np.int64)])] = _Plan(self._jobs, machine_kind, bounds, np.array(queued, dtype=np.int64),
+            users = (frozenset(self._names[user] for user in members) if self._named.plain
+                     else self._named.of(self._renamed[np.array(members, dtype=np.int64)]))
+            plans[users] = _Plan(self._jobs, machine_kind, bounds, np.array(queued, dtype=np.int64),
                                                                            dict.fromkeys(taken, 1), machines_used)
         return _Carried(next_visit, count, [self._names[user] for user in order.tolist()] if ranked else ranking)
 
-    def _given(self, users: _UserSet, plan: _Plan,
+    def _given(self, users: _Set, plan: _Plan,
                machines: int) -> tuple[IntArray, IntArray | None, IntArray | None, IntArray, IntArray | None]:
         """``plan`` as ``uncontended_run`` reads a held plan."""
         members = self._members.get(users)
         if members is None:
             members = self._members[users] = np.zeros(len(self._names), dtype=np.int64)
-            members[self._renumbered[users.members]] = 1
+            if isinstance(users, _UserSet):
+                members[self._renumbered[users.members]] = 1
+            else:
+                members[[self._number[user] for user in users]] = 1
         taken = np.zeros(machines, dtype=np.int64)
         for position, count in plan.taken.items():
             taken[position] = count
@@ -1076,9 +1085,12 @@ class _Users:
     compare: with as many users as jobs the raise asks for hundreds of sets a start, each one
     user more than the last (1,000 Jobs of 1,000 users: ~43,000 sets, ~4 s)."""
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], *, plain: bool = False) -> None:
         self.names = list(names)
         self.number = {user: index for index, user in enumerate(self.names)}
+        # Few users: each set a frozenset of its users, cheaper to make at that size than the
+        # ranking's arrays, and read by _Left.rows and _Run as ever.
+        self.plain = plain
         # A fixed random mark per user (the walk stays deterministic): a set's hash is the
         # exclusive or of its users' marks, so equal sets hash alike; equality is then tested
         # on the members (_UserSet.__eq__), so a shared hash never makes two sets one.
@@ -1086,12 +1098,14 @@ class _Users:
         self._ranked: tuple[list[str], IntArray, IntArray, list[int], list[_UserSet | None]] | None = None
         self._rows_placed: tuple[IntArray, IntArray, IntArray] | None = None  # see places_of
 
-    def prefix(self, ranking: list[str], count: int) -> _UserSet:
+    def prefix(self, ranking: list[str], count: int) -> _Set:
         """The first ``count`` users of ``ranking`` (every user, each once). The same object
         for a set asked again, also after the ranking changed where the set is the first
         ``count`` users of both (after a start: every set but those between the started user's
         old and new place), so the walk's dictionaries find it by identity, not by comparing
         members."""
+        if self.plain:
+            return frozenset(ranking[:count])
         kept = self._ranked
         if kept is None or kept[0] is not ranking:
             order = np.fromiter((self.number[user] for user in ranking), dtype=np.int64, count=len(ranking))
@@ -1122,8 +1136,10 @@ class _Users:
             kept = self._rows_placed = (places, user, places[user])
         return kept[2]
 
-    def of(self, members: IntArray) -> _UserSet:
+    def of(self, members: IntArray) -> _Set:
         """The set of users numbered ``members`` (distinct)."""
+        if self.plain:
+            return frozenset(self.names[member] for member in members.tolist())
         places = np.full(len(self.names), len(self.names), dtype=np.int64)
         places[members] = 0
         return _UserSet(int(np.bitwise_xor.reduce(self._marks[members])) if members.shape[0] else 0, int(members.shape[0]),
@@ -1286,7 +1302,8 @@ class _Left:
     def users(self, others: Collection[str]) -> _Users:
         """Every user numbered: the waiting jobs' users first, as :attr:`_ids` numbers them
         (:meth:`rows` reads a :class:`_UserSet`'s flags so), then ``others`` by name."""
-        return _Users([*self._ids, *sorted(set(others).difference(self._ids))])
+        names = [*self._ids, *sorted(set(others).difference(self._ids))]
+        return _Users(names, plain=len(names) <= _NAMED_FROM)
 
     def _rows_in_c(self, considered: Collection[str] | None, extension: ModuleType) -> IntArray:
         """:meth:`rows`'s rows in one call of ``_solve.c`` (``rows_of``) instead of four NumPy
@@ -1397,6 +1414,9 @@ class _Left:
 
 
 _Key = TypeVar("_Key", bound=Hashable)
+
+# A user set of the walk: its users, or named by a ranking (_Users.prefix).
+_Set = Union[frozenset[str], "_UserSet"]
 
 # _Vacancy sums a row's need over n (each a search among the machines' waits) up to this many
 # terms, over the machines beyond.

@@ -8,7 +8,8 @@ every user again; ``allox._Ahead.searched`` solves O(log sets) of a visit's sets
 doubling strides, halves) to find where the plans stop leaving the machine empty, where one
 guess solved every set past it. Here: the sets against frozensets of the same users, the
 ranking against ``rank_users``, and the starts with the search on, off, and with every plan
-solved (``_CARRY_EMPTY`` off) on random bursts of many users (ties from whole-number times,
+solved (``_CARRY_EMPTY`` off), the sets named either way (``_NAMED_FROM``: up to 64 users,
+frozensets, as cheap there), on random bursts of many users (ties from whole-number times,
 jobs that take no time, a CPU slot busy for a rounding error) and ``decide`` on the
 benchmark's burst with a user per Job.
 """
@@ -125,12 +126,15 @@ def starts(arguments: dict[str, Any], alpha: float) -> list[tuple[str, str, floa
     return [(a.job.name, a.machine.name, a.start, a.finish) for a in AlloxScheduler(alpha=alpha).on_machine_free(**arguments)]
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_searching_the_raise_starts_what_solving_every_plan_starts(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("named_from", [0, 64, 10**9])
+@pytest.mark.parametrize("seed", range(3))
+def test_searching_the_raise_starts_what_solving_every_plan_starts(seed: int, named_from: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Random bursts of many users, the search asked from 3 sets on (so that small raises
-    search too): the starts with it, without it, and with every plan solved."""
+    search too), the sets named by the ranking or frozensets of their users (``_NAMED_FROM``):
+    the starts with the search, without it, and with every plan solved."""
     rng = random.Random(4300 + seed)
     monkeypatch.setattr(allox, "_SEARCH_FROM", 2)
+    monkeypatch.setattr(allox, "_NAMED_FROM", named_from)
     searched, told = 0, 0
     search = _Ahead.searched
 
