@@ -346,7 +346,7 @@ class AlloxScheduler:
                     chosen = (plan, head)
                     break
                 if fresh and plan.unique is not None and _CARRY_EMPTY and vacancy is not None and plan.queued is not None and vacancy.positive(plan.queued):
-                    fact = _Empty.of(plan, position, delay, vacancy.tolerance)
+                    fact = _Empty.of(plan, position, delay, vacancy.near)
                     if fact is not None:
                         empty[considered] = fact
                 count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
@@ -643,7 +643,7 @@ class _Empty:
     rounding of it only if two sums of jobs' times and waits agree to ~1e-12 of the total
     (never with whole-number times, whose sums are exact). The certificate is about kinds and
     positions, not about which machines of a position the solver filled: a machine of the kind
-    whose wait is within rounding of the group's (``tolerance``, :class:`_Vacancy`'s) costs
+    whose wait is within rounding of the group's (``tolerance``, :attr:`_Vacancy.near`) costs
     what one of the group costs in floating point, and the solver may fill either (a CPU slot
     busy for 4e-16 s taken before a free one: the plan then shows no free slot used, which the
     exact optimum does not). So nothing is kept, or told, while the kind has such a machine."""
@@ -881,7 +881,7 @@ class _Ahead:
                 return 1
             if plan.unique is None or plan.queued is None or not vacancy.positive(plan.queued):
                 return 0
-            fact = _Empty.of(plan, position, delay, vacancy.tolerance)
+            fact = _Empty.of(plan, position, delay, vacancy.near)
             if fact is None:
                 return 0
             told.append((at, users, fact))
@@ -921,7 +921,7 @@ class _Ahead:
         plan = left.solved(left.rows(users), machines)
         fact = None
         if plan.first(position) is None and plan.unique is not None and plan.queued is not None and vacancy.positive(plan.queued):
-            fact = _Empty.of(plan, position, delay, vacancy.tolerance)
+            fact = _Empty.of(plan, position, delay, vacancy.near)
         return _Ahead(users, plan, fact)
 
     def tells(self, considered: _Set, position: int, delay: FloatArray, machine_kind: IntArray, here: _Here | None = None) -> bool:
@@ -1486,6 +1486,7 @@ class _Vacancy:
         # rows·longest plus that.
         scale = (times.shape[0] + 1) * longest + float(delay.max(initial=0.0)) + longest + 1.0
         self._tolerance: float = 1e-9 * scale * max(1, times.shape[0])
+        self._near: float = 1e-9 * scale  # see near
         self._need: dict[tuple[int, float], tuple[FloatArray, int]] = {}  # N per class, and the moves taken in
         self._reach: dict[tuple[int, float, int], float] = {}  # see _reach_of
         self._moves: list[tuple[int, float, float]] = []  # (machine kind, old wait, new wait) of each start
@@ -1522,6 +1523,17 @@ class _Vacancy:
     def tolerance(self) -> float:
         """How far apart two costs must be to be told apart beyond rounding (see the class)."""
         return self._tolerance
+
+    @property
+    def near(self) -> float:
+        """How far apart two waits of a kind must be for a solver to tell their machines apart
+        (:class:`_Empty`): 1e-9 of a cost's scale, the margin the certificate
+        (:func:`~scheduler.matching.transport.certified`) refuses ties within, far above an
+        entry's rounding (~1e-16 of it) and above any sum's over the few hundred groups a path
+        crosses; :attr:`tolerance`, which bounds a total over every row, is ``rows`` times it
+        (~144 s at 2,000 rows: every CPU slot that started a short CPU job was "near" the free
+        ones, and every fact refused)."""
+        return self._near
 
     def positive(self, rows: IntArray) -> bool:
         """Whether ``rows`` take some time on every kind they can run on."""
