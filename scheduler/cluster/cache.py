@@ -463,6 +463,22 @@ class _MembersLeft:
     to_name: list[tuple[JobRef, dict[str, gang_records.LeftMember]]]
 
 
+
+class _Writes(ThreadPoolExecutor):
+    """The cache's background writer. A write asked for once :meth:`ClusterCache.stop` has shut
+    it down (a timer's look, or a watch event, racing the stop) is not made: its future is
+    returned cancelled, where the executor would raise in the thread that asked."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        try:
+            return super().submit(fn, *args, **kwargs)
+        except RuntimeError:
+            if not self._shutdown:
+                raise  # the interpreter is exiting: as the executor says
+            given_up: Future[T] = Future()
+            given_up.cancel()
+            return given_up
+
 class ClusterCache:
     def __init__(
         self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str, pods: PodStore,
@@ -477,7 +493,7 @@ class ClusterCache:
         finished (gang_recovery.py) only for its pods."""
         # API writes that must not hold up kube-scheduler (events, Job counts): one worker, so
         # they land in the order decided.
-        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cellfit-writes")
+        self._writes = _Writes(max_workers=1, thread_name_prefix="cellfit-writes")
         # The writes the bind verb starts (_BindWrites): stop() waits for none of them.
         self._bind_writes = _BindWrites()
         # Drives the relists' passes (pacing.py): in the reflector's thread until the server's
