@@ -29,6 +29,7 @@ from scheduler.constants import (
     PATH_HEALTHZ_KUBE_SCHEDULER,
     PATH_METRICS,
     PATH_READYZ,
+    RESOURCE_NVIDIA_GPU,
     VERB_BIND,
     VERB_FILTER,
     VERB_PREEMPT,
@@ -54,10 +55,12 @@ def create_app(
     readiness: Readiness,
     max_request_bytes: int,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+    gpu_resource: str = RESOURCE_NVIDIA_GPU,
 ) -> VerbDispatch[FastAPI]:
     """The extender's listener: the four verbs on :class:`VerbDispatch`'s fast path, in front of
     a FastAPI app with health, metrics and the OpenAPI document (``.api``, where the inspect
-    routes are added)."""
+    routes are added). ``gpu_resource``: policy.gpuResourceName, whose count the document says
+    is whole."""
     api = FastAPI(
         lifespan=lifespan,
         title="cellfit",
@@ -97,6 +100,8 @@ def create_app(
     # OfferedNode: what RawNodeList's raw items refer to.
     documented = [args for _, _, args, _, _ in verbs] + [result for *_, result, _ in verbs] + [wire.ErrorBody, wire.OfferedNode]
     schemas, components = _schemas(documented)
+    schemas, components = tuple(wire.device_count_named(list(schemas), gpu_resource=gpu_resource)), wire.device_count_named(
+        components, gpu_resource=gpu_resource)
     error_body = schemas[documented.index(wire.ErrorBody)]
     verb_paths = {
         f"{EXTENDER_URL_PREFIX}/{verb}": {

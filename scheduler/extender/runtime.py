@@ -341,6 +341,7 @@ def build_runtime(
         readiness=readiness,
         max_request_bytes=settings.server.max_request_bytes,
         lifespan=lifespan,
+        gpu_resource=settings.policy.gpu_resource_name,
     )
     inspect = inspect_router(engine=placement, cells=composition.cells, lock=lock, holds=holds, estimates=_term_view(terms, elector, EstimatorController, enabled=settings.estimator.enabled),
                              allox=_term_view(terms, elector, PlacerController,

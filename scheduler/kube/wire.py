@@ -46,6 +46,23 @@ ResourceList = Annotated[
 ]
 
 
+def device_count_named(schema: Any, *, gpu_resource: str) -> Any:
+    """``schema`` (JSON schemas made from these structs) with the whole-device count documented
+    under ``gpu_resource`` (policy.gpuResourceName) in place of the default name: cellfit refuses a
+    fraction only of the resource it counts as GPUs, and reads any other as a quantity."""
+    if gpu_resource == RESOURCE_NVIDIA_GPU:
+        return schema
+    if isinstance(schema, list):
+        return [device_count_named(item, gpu_resource=gpu_resource) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    named = {key: device_count_named(value, gpu_resource=gpu_resource) for key, value in schema.items()}
+    properties = named.get("properties")
+    if isinstance(properties, dict) and properties.get(RESOURCE_NVIDIA_GPU) == _DEVICE_COUNT:
+        named["properties"] = {gpu_resource if key == RESOURCE_NVIDIA_GPU else key: value for key, value in properties.items()}
+    return named
+
+
 class OwnerReference(msgspec.Struct, frozen=True, gc=False):
     kind: str = ""
     name: str = ""
