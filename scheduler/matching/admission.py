@@ -676,22 +676,20 @@ def decide_starts(
     # first, in the order Algorithm 2 visits them). With no single-pod Job there is nothing to
     # match or queue: no machine is laid out (a pass with no waiting Job over 5,000 nodes' GPUs
     # and CPU slots spent ~0.3 s of CPU on them, every resync).
-    if jobs:
+    if not jobs:
+        arrays, matched = fleet(machines=(), now=now), Matched([])
+    else:
         idle = visiting_order(idle, jobs)
         idle_names = {machine.name for machine in idle}
         arrays = fleet(machines=[*idle, *(m for m in busy if m.name not in idle_names)], now=now,
                        busy_until={m.name: until for m, until in busy.items() if m.name not in idle_names})
-    else:
-        arrays = fleet(machines=(), now=now)
-    if not jobs:
-        matched = Matched([])
-    elif policy == "allox":
-        matched = AlloxScheduler(alpha=alpha, shares=shares).matched(
-            now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding, progress=progress, machines=arrays,
-            holding_users={job.user for job in running}, stop=stop)
-    else:
-        matched = Matched(AlloxPlusScheduler(timeout=allox_plus_timeout).on_machine_free(
-            now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding))
+        if policy == "allox":
+            matched = AlloxScheduler(alpha=alpha, shares=shares).matched(
+                now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding, progress=progress, machines=arrays,
+                holding_users={job.user for job in running}, stop=stop)
+        else:
+            matched = Matched(AlloxPlusScheduler(timeout=allox_plus_timeout).on_machine_free(
+                now=now, free_machines=idle, pending_jobs=jobs, busy_until=busy, running=holding))
     started = matched.started
     named = {kind: (configuration_kind(kind), _pool_of(kind)) for kind in arrays.kinds}  # machine kind -> (configuration, pool)
     starts = (*gang_plan.starts, *(_start(a, named) for a in started))
