@@ -23,7 +23,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Final, Generator, Generic, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar, overload
+from typing import Any, Callable, Collection, Final, Generator, Generic, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar, overload
 
 import msgspec
 
@@ -1389,11 +1389,26 @@ class ClusterCache:
         """Of ``members`` (each one's Job, UID, preemption), those the Jobs watch does not show on
         their Job's record, by Job. Under the lock."""
         by_job: dict[str, tuple[JobRef, dict[str, gang_records.LeftMember]]] = {}
+        named: dict[str, Collection[str]] = {}
         for job, uid, left in members:
-            shown = self._gang_preempted.get(job.uid)
-            if shown is None or f'"{uid}"' not in shown[1]:
+            if job.uid not in named:
+                named[job.uid] = self._named_on_job(job.uid)
+            if uid not in named[job.uid]:
                 by_job.setdefault(job.uid, (job, {}))[1][uid] = left
         return list(by_job.values())
+
+    def _named_on_job(self, job_uid: str) -> Collection[str]:
+        """The member UIDs the Jobs watch shows on the Job's record of its members still to
+        delete, read whole: a UID found only as text inside the record (a node's name, another
+        field) is not named there; none for a record that does not read, so its members are
+        named again. Under the lock."""
+        shown = self._gang_preempted.get(job_uid)
+        if shown is None:
+            return ()
+        try:
+            return gang_records.decode(shown[1]).keys()
+        except InvalidAnnotation:
+            return ()
 
     def _deleted_from_jobs(self, member: PodInfo) -> None:
         """``member``, deleted (or gone already), taken off its Job's record of its members still
