@@ -195,6 +195,11 @@ class SolverHung(CellfitError):
     """The solver process answered nothing in time; it was killed."""
 
 
+class NoPodWebhook(CellfitError):
+    """A start whose pods only cellfit's pod-create webhook would give the configuration, with
+    that webhook off."""
+
+
 class JobSource(Protocol):
     """What the controller reads Jobs from (the estimator's watch)."""
 
@@ -271,8 +276,13 @@ class PlacerController:
         joining_limit_seconds: float = DEFAULT_JOINING_LIMIT_SECONDS,
         allocatable_carrying: Callable[[Mapping[str, str]], Mapping[str, Resources]] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        pod_webhook: bool = True,
     ) -> None:
         self._api = api
+        # Whether cellfit's pod-create webhook rewrites placed pods (admission.enabled): without
+        # it, a Job whose template the API server will not rewrite would run its pods as written,
+        # in no configuration, while told it runs in one.
+        self._pod_webhook = pod_webhook
         # The clock of a decision's budget (allox.decisionBudgetSeconds) in this process.
         self._monotonic = monotonic
         # Pools an autoscaler scales up from zero (estimator.nodesMayJoin): a configuration only
@@ -1616,6 +1626,12 @@ class PlacerController:
                 except KubernetesApiError as error:
                     if mechanism == "template" or not _template_immutable(error):
                         raise
+                    if not self._pod_webhook:
+                        raise NoPodWebhook(f"AlloX does not start this Job on {kind}: the API server does not let a "
+                                           f"suspended Job's pod template take its {kind} configuration (field is "
+                                           "immutable), and cellfit's pod-create webhook, which would give each pod "
+                                           "the configuration instead, is off (admission.enabled: false), so its pods "
+                                           "would run without it") from error
                     # No KEP-5440, or a change it does not cover (env): this Job's pods are
                     # rewritten by the webhook instead.
                     log.info("the API server refuses this rewrite of a suspended Job's pod template: the pod-create "
@@ -1623,6 +1639,10 @@ class PlacerController:
                     self._patch_for_webhook(job, raw_template, configuration, kind, stated_no_more=stated_no_more_names)
                     used = "webhook"
             else:
+                if not self._pod_webhook:
+                    raise NoPodWebhook(f"AlloX does not start this Job on {kind}: allox.mechanism is webhook, but "
+                                       "cellfit's pod-create webhook, which gives each pod its configuration, is off "
+                                       "(admission.enabled: false), so its pods would run without it")
                 self._patch_for_webhook(job, raw_template, configuration, kind, stated_no_more=stated_no_more_names)
                 used = "webhook"
         except CellfitError as error:
@@ -1631,6 +1651,8 @@ class PlacerController:
                 kinds = self._outside_pool(configurations, raw_template) | {kind}
                 self._refuse(job, kinds, f"AlloX does not start this Job on {' or '.join(sorted(kinds))}: "
                                          f"its pods would run outside AlloX's nodes: {error}")
+            elif isinstance(error, NoPodWebhook):
+                self._refuse(job, frozenset({kind}), str(error))
             elif isinstance(error, PodsRefused) or (isinstance(error, KubernetesApiError) and _refuses_job(error)):
                 self._refuse(job, frozenset({kind}), f"the API server refuses this Job in its {kind} configuration, "
                                                      f"so AlloX does not start it there: {error}")

@@ -756,6 +756,7 @@ def _placer(
         nodes_may_join=settings.estimator.nodes_may_join,
         joining_limit_seconds=settings.estimator.pending_limit_seconds,
         allocatable_carrying=lambda labels: cache.allocatable_by_node({**settings.allox.node_selector, **labels}),
+        pod_webhook=settings.admission.enabled,
     )
 
 
