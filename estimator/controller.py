@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import threading
 import time
 from collections import deque
@@ -552,10 +553,30 @@ class EstimatorController:
         except KubernetesApiError as error:
             if error.status == 409:
                 return  # created before a restart; its watch event is on the way
+            missing = _missing_priority_class(error)
+            if missing is not None:
+                # The cluster's setup, not the Job: no attempt is spent, and the runs are
+                # created once the class exists.
+                self._event(job, "SamplingPodRejected", self._no_priority_class(missing), warning=True, once=f"no PriorityClass {missing}")
+                log.warning("sampling pods not created: their PriorityClass does not exist",
+                            extra={"job": _key(job), "priority_class": missing, "setting": self._priority_class_field()})
+                return
             self._event(job, "SamplingPodRejected", f"sampling pod {body['metadata']['name']} not created: {error}", warning=True, once=str(error))
             log.warning("sampling pod not created", extra={"job": _key(job), "pod": body["metadata"]["name"], "reason": str(error)})
             if _refused_for_good(error):
                 self._record_refused(job, body, f"not created: {error}")
+
+    def _priority_class_field(self) -> str:
+        return "estimator.priorityClassName" if self._settings.priority_class_name else "spec.template.spec.priorityClassName"
+
+    def _no_priority_class(self, name: str) -> str:
+        if self._settings.priority_class_name:
+            fix = ("an administrator creates it (kubectl apply -f deploy/priority-classes.yaml, or the Helm chart) "
+                   "or names an existing class in cellfit's estimator.priorityClassName")
+        else:
+            fix = "create it, or name an existing class in the Job's spec.template.spec.priorityClassName"
+        return (f"sampling pods not created: their PriorityClass '{name}' ({self._priority_class_field()}) does not "
+                f"exist; {fix}. No sampling attempt is counted: sampling starts once it exists")
 
     def _record_refused(self, job: Job, body: Mapping[str, Any], failure: str) -> None:
         """A run the API server refuses for good (a LimitRange, an admission webhook, an invalid
@@ -1384,6 +1405,18 @@ def _run_record(key: SampleKey, iterations: int, digest: str | None) -> list[Any
 
 def _digest_of(pod: Pod) -> str | None:
     return (pod.metadata.annotations or {}).get(ANNOTATION_SAMPLE_DIGEST)
+
+
+def _missing_priority_class(error: KubernetesApiError) -> str | None:
+    """The PriorityClass the API server found missing (its Priority admission plugin: 403, "no
+    PriorityClass with name X was found"), if that is the refusal."""
+    if error.status != 403:
+        return None
+    found = _NO_PRIORITY_CLASS.search(str(error))
+    return found.group(1) if found else None
+
+
+_NO_PRIORITY_CLASS = re.compile(r"no PriorityClass with name (\S+) was found")
 
 
 def _refused_for_good(error: KubernetesApiError) -> bool:
