@@ -19,11 +19,9 @@ import functools
 import itertools
 import logging
 import math
-import queue
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Collection, Final, Generator, Generic, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar, overload
+from typing import Any, Callable, Collection, Final, Generator, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, overload
 
 import msgspec
 
@@ -34,6 +32,7 @@ from scheduler.cluster.api import Kind, KubernetesApi, WatchExpired
 from scheduler.cluster.feed import InterchangeableJobs, SamplingPods
 from scheduler.cluster.pacing import InThread, Pacing, Steps
 from scheduler.cluster.reflector import Reflector
+from scheduler.cluster.writes import Writes
 from scheduler.cells import bindinfo
 from scheduler.cluster.disruption import Preempted, delete_preempted, warn_not_marked, write_disruption_target
 from scheduler.cluster.gang_recovery import unfinished_members
@@ -141,103 +140,16 @@ def _retried(call: Callable[[], T], *, pauses: Sequence[float], sleep: Callable[
     return call()
 
 
-# Threads of the writes the bind verb starts (_BindWrites), per lane: a preemptor's binding naming
-# gang members on their Jobs (NAMING), and an AlloX Job's pods-bound record (RECORDS).
+# The cache's background writes (writes.py): its events and Job counts, on one lane in the order
+# decided (BACKGROUND); and the writes the bind verb starts, per lane BIND_WRITE_THREADS threads: a
+# preemptor's binding naming gang members on their Jobs (NAMING), which the binding waits for
+# (NAMING_BEFORE_BINDING_SECONDS at most), never behind an AlloX Job's pods-bound record (RECORDS),
+# best-effort writes that may each be retrying for seconds while the API server throttles or fails
+# (review28b #2).
+BACKGROUND: Final = "background"
 BIND_WRITE_THREADS = 2
 NAMING: Final = "naming"
 RECORDS: Final = "records"
-BindWriteLane = Literal["naming", "records"]
-
-
-class _BindWrites:
-    """The writes the bind verb starts, on daemon threads of their own. Not asyncio's default
-    executor: a write the API server leaves hanging (each call up to the client's timeout, a
-    few tries) held one of its threads, shared with the configuration reload's, and at shutdown
-    asyncio's Runner.close() waited for it without a timeout; nor a ThreadPoolExecutor, whose
-    threads the interpreter joins at its exit. :meth:`shutdown` returns at once: a write under
-    way is left to end with the process, and one not begun is not made.
-
-    Two lanes, each with ``threads`` threads and its queue, first in first out: the naming a
-    preemptor's binding waits for (:data:`NAMING`, NAMING_BEFORE_BINDING_SECONDS at most) never
-    waits behind the pods-bound records (:data:`RECORDS`), best-effort writes that may each be
-    retrying for seconds while the API server throttles or fails (review28b #2)."""
-
-    def __init__(self, *, threads: int = BIND_WRITE_THREADS) -> None:
-        self._threads = threads
-        self._queues: dict[BindWriteLane, queue.SimpleQueue[tuple[Future[None], Callable[[], None]] | None]] = {
-            NAMING: queue.SimpleQueue(), RECORDS: queue.SimpleQueue(),
-        }
-        self._changed = threading.Condition()
-        self._started: set[BindWriteLane] = set()
-        self._stopped = False
-        self._unfinished = 0
-
-    def submit(self, call: Callable[[], None], *, lane: BindWriteLane = NAMING) -> Future[None]:
-        """``call`` run on a thread of ``lane``; done at once, unmade, once shut down."""
-        future: Future[None] = Future()
-        with self._changed:
-            if self._stopped:
-                future.set_result(None)
-                return future
-            queued = self._queues[lane]
-            if lane not in self._started:
-                self._started.add(lane)
-                for number in range(self._threads):
-                    threading.Thread(target=self._work, args=(queued,), name=f"cellfit-bind-writes-{lane}-{number}", daemon=True).start()
-            self._unfinished += 1
-            # Under the lock (a SimpleQueue's put never blocks): a shutdown after the look at
-            # _stopped above finds the write queued, and gives it up, before its stop marks
-            # (review28b #3: put after the lock, it could land behind them, never run, its
-            # future never done).
-            queued.put((future, call))
-        return future
-
-    def _work(self, queued: queue.SimpleQueue[tuple[Future[None], Callable[[], None]] | None]) -> None:
-        while (item := queued.get()) is not None:
-            future, call = item
-            try:
-                if future.set_running_or_notify_cancel():
-                    try:
-                        call()
-                    except BaseException as error:  # the caller's to read (or lose): never this thread's end
-                        future.set_exception(error)
-                    else:
-                        future.set_result(None)
-            finally:
-                with self._changed:
-                    self._unfinished -= 1
-                    self._changed.notify_all()
-
-    def settle(self, timeout: float | None = None) -> bool:
-        """Wait until every write submitted has ended (tests); whether they all have."""
-        with self._changed:
-            return self._changed.wait_for(lambda: self._unfinished == 0, timeout=timeout)
-
-    def shutdown(self) -> None:
-        """No write begins from now on; none is waited for."""
-        given_up: list[Future[None]] = []
-        with self._changed:
-            if self._stopped:
-                return
-            self._stopped = True
-            # What is queued is taken off under the lock submit puts under: nothing is left
-            # behind the stop marks.
-            for queued in self._queues.values():
-                while True:
-                    try:
-                        item = queued.get_nowait()
-                    except queue.Empty:
-                        break
-                    if item is not None:
-                        given_up.append(item[0])
-                        self._unfinished -= 1
-            for lane in self._started:
-                for _ in range(self._threads):
-                    self._queues[lane].put(None)
-            self._changed.notify_all()
-        for future in given_up:
-            if future.set_running_or_notify_cancel():
-                future.set_result(None)  # not made: done, so a binding waiting for it goes on
 
 
 class LazilyDecoded(Sequence[T], Generic[T]):
@@ -464,21 +376,6 @@ class _MembersLeft:
 
 
 
-class _Writes(ThreadPoolExecutor):
-    """The cache's background writer. A write asked for once :meth:`ClusterCache.stop` has shut
-    it down (a timer's look, or a watch event, racing the stop) is not made: its future is
-    returned cancelled, where the executor would raise in the thread that asked."""
-
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        try:
-            return super().submit(fn, *args, **kwargs)
-        except RuntimeError:
-            if not self._shutdown:
-                raise  # the interpreter is exiting: as the executor says
-            given_up: Future[T] = Future()
-            given_up.cancel()
-            return given_up
-
 class ClusterCache:
     def __init__(
         self, *, api: KubernetesApi, engine: SchedulingEngine, lock: threading.RLock, gpu_resource: str, pods: PodStore,
@@ -491,11 +388,12 @@ class ClusterCache:
         (``self.interchangeable``). Jobs are watched when either asks for them.
         ``scheduler_name``: the kube-scheduler profile cellfit serves; a preemptor record is
         finished (gang_recovery.py) only for its pods."""
-        # API writes that must not hold up kube-scheduler (events, Job counts): one worker, so
-        # they land in the order decided.
-        self._writes = _Writes(max_workers=1, thread_name_prefix="cellfit-writes")
-        # The writes the bind verb starts (_BindWrites): stop() waits for none of them.
-        self._bind_writes = _BindWrites()
+        # API writes that must not hold up kube-scheduler (events, Job counts): one thread, so
+        # they land in the order decided; those asked for before stop() are still made.
+        self._writes = Writes(lanes={BACKGROUND: 1}, name="cellfit-writes", finish_queued=True)
+        # The writes the bind verb starts: stop() gives up those not begun and waits for none.
+        self._bind_writes = Writes(lanes={NAMING: BIND_WRITE_THREADS, RECORDS: BIND_WRITE_THREADS}, name="cellfit-bind-writes",
+                                   finish_queued=False)
         # Drives the relists' passes (pacing.py): in the reflector's thread until the server's
         # event loop is known (pace_on).
         self._pacing: Pacing = InThread()
@@ -720,7 +618,7 @@ class ClusterCache:
     def stop(self) -> None:
         for reflector in self.reflectors:
             reflector.stop()
-        self._writes.shutdown(wait=False)
+        self._writes.shutdown()
         self._bind_writes.shutdown()
         with self._lock:
             recheck, self._gang_recheck = self._gang_recheck, None
@@ -961,7 +859,7 @@ class ClusterCache:
             for job, added in to_name:
                 self._write_gang_preempted_now(job, added=added, gone=())
 
-        # On the bind writes' own threads (_BindWrites): a hanging API holds none of asyncio's;
+        # On the bind writes' own threads (writes.py): a hanging API holds none of asyncio's;
         # their naming lane, behind no pods-bound record.
         writing = asyncio.wrap_future(self._bind_writes.submit(name_all, lane=NAMING))
         try:

@@ -1,5 +1,5 @@
 """A write the bind verb starts (a preemptor's binding naming the gang members its record names
-on their Jobs) runs on the cache's own daemon threads (cache._BindWrites), not on asyncio's
+on their Jobs) runs on the cache's own daemon threads (writes.Writes), not on asyncio's
 default executor (review28 on fd66259). There, with the API server hanging, each such binding
 held a default-executor thread for the write's tries (~33 s), threads the configuration reload's
 to_thread shares, and at shutdown asyncio's Runner.close() waited for them without a timeout.
@@ -19,12 +19,18 @@ from typing import Any
 import pytest
 
 from scheduler.cluster import cache as cache_module
+from scheduler.cluster import writes as writes_module
 from tests.cluster.test_gang_members_named_at_binding import BindingApi, timers, watched_then_bound
 from tests.cluster.test_gang_recovery_waits_for_deciding_replica import Timers
 
 __all__ = ["timers"]
 
 WATCHDOG_SECONDS = 20.0
+
+
+def bind_writes() -> writes_module.Writes:
+    """The bind verb's writes (the cache's), one thread a lane."""
+    return writes_module.Writes(lanes={cache_module.NAMING: 1, cache_module.RECORDS: 1}, name="test-bind-writes", finish_queued=False)
 
 
 class HangingJobApi(BindingApi):
@@ -62,7 +68,7 @@ def test_the_event_loop_ends_and_the_cache_stops_while_the_write_hangs(timers: T
 
 
 def test_a_write_not_begun_at_the_stop_is_not_made() -> None:
-    writes = cache_module._BindWrites(threads=1)
+    writes = bind_writes()
     hanging, release = threading.Event(), threading.Event()
     made: list[str] = []
 
@@ -111,10 +117,10 @@ def test_a_write_submitted_as_the_writes_stop_is_made_or_given_up(monkeypatch: p
     """review28b #3: submit looked at the stop under the lock and put after it; a shutdown in
     between put its stop marks first, and the write was left behind them: never run, its future
     never done (a binding waiting for it waited its whole NAMING_BEFORE_BINDING_SECONDS)."""
-    monkeypatch.setattr(cache_module, "queue", types.SimpleNamespace(SimpleQueue=_PausingQueue, Empty=queue.Empty))
+    monkeypatch.setattr(writes_module, "queue", types.SimpleNamespace(SimpleQueue=_PausingQueue, Empty=queue.Empty))
     _PausingQueue.entered.clear()
     _PausingQueue.go.clear()
-    writes = cache_module._BindWrites(threads=1)
+    writes = bind_writes()
     assert writes.submit(lambda: None).result(timeout=WATCHDOG_SECONDS) is None  # its thread started
     _PausingQueue.armed = True
     submitted: list[Future[None]] = []
