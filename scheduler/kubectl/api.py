@@ -3,7 +3,9 @@
 The proxy (``/api/v1/namespaces/NS/services/http:NAME:inspect/proxy/...``) is the only way in:
 the API server authenticates the user and RBAC decides (``get`` on ``services/proxy``, which
 the chart's ClusterRole ``<release>-viewer`` grants), so nobody needs a port-forward, and
-nobody without the grant reads cellfit's view of other tenants' pods.
+nobody without the grant reads cellfit's view of other tenants' pods. A cellfit no Service fronts
+(``cellfit serve`` beside a kube-scheduler outside the cluster) is read at its own address
+instead, ``--cellfit-url`` (:class:`DirectInspectApi`).
 """
 
 from __future__ import annotations
@@ -158,7 +160,8 @@ class InspectApi:
     def _not_installed(self, where: str, message: str) -> NotInstalled:
         return NotInstalled(
             f"cellfit is not installed here: no {where} ({message}). Install the chart, or name where it is: "
-            "--cellfit-namespace and --cellfit-service (or CELLFIT_NAMESPACE and CELLFIT_SERVICE)"
+            "--cellfit-namespace and --cellfit-service (or CELLFIT_NAMESPACE and CELLFIT_SERVICE), or, for a cellfit you "
+            "reach directly (`cellfit serve`, a port-forward), --cellfit-url (CELLFIT_URL), e.g. http://127.0.0.1:8888"
         )
 
     def _no_endpoint(self, where: str, message: str) -> PluginError:
@@ -175,3 +178,36 @@ class InspectApi:
                                    "its inspect listener is off; install the chart with cellfit.inspect.enabled=true")
         return Unreachable(f"cellfit is not reachable through {where}: {message} (is a cellfit pod ready? kubectl -n "
                            f"{self.cellfit.namespace} get pods)")
+
+
+class DirectInspectApi(InspectApi):
+    """cellfit's ``/v1/inspect/...`` at a URL the user reaches directly (``--cellfit-url``): a
+    ``cellfit serve`` outside the cluster, which no Service fronts, or a port-forward. No service
+    proxy, so no RBAC either: whoever reaches the listener reads it."""
+
+    def __init__(self, api: KubeApi, cellfit: Cellfit, *, url: str) -> None:
+        super().__init__(api, cellfit)
+        self.url = url.rstrip("/")
+        self._http = urllib3.PoolManager(timeout=urllib3.Timeout(total=REQUEST_TIMEOUT_SECONDS), retries=False)
+
+    def view(self, view: str, *, query: Mapping[str, str] | None = None) -> Any:
+        url = f"{self.url}{INSPECT_URL_PREFIX}/{view}"
+        try:
+            response = self._http.request("GET", url, fields=dict(query or {}), headers={"Accept": "application/json"})
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise Unreachable(f"cannot reach cellfit at --cellfit-url {self.url}: {error}") from None
+        text = response.data.decode(errors="replace")
+        try:
+            body: Any = json.loads(text) if text else None
+        except ValueError:
+            body = text
+        reply = Reply(status=response.status, body=body)
+        if reply.status == 404:
+            raise ViewUnavailable(f"cellfit does not serve /v1/inspect/{view} here: {status_message(reply)}")
+        if reply.status != 200:
+            raise Unreachable(f"cellfit at --cellfit-url {self.url} answered HTTP {reply.status} for /v1/inspect/{view}: "
+                              f"{status_message(reply)}")
+        if _from_standby(reply.body):
+            raise Unreachable(f"cellfit at --cellfit-url {self.url} is a standby replica; only the leader of cellfit's "
+                              f"controllers ({reply.body.get('leader') or 'none now'}) holds /v1/inspect/{view}")
+        return reply.body

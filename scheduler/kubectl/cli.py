@@ -17,7 +17,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from scheduler.kubectl import output, views
-from scheduler.kubectl.api import DEFAULT_CELLFIT_NAMESPACE, DEFAULT_CELLFIT_SERVICE, Cellfit, InspectApi, KubeApi
+from scheduler.kubectl.api import DEFAULT_CELLFIT_NAMESPACE, DEFAULT_CELLFIT_SERVICE, Cellfit, DirectInspectApi, InspectApi, KubeApi
 from scheduler.kubectl.errors import PluginError, UsageError
 from scheduler.kubectl.facts import FactReader, parse_target
 from scheduler.kubectl.kubeconfig import open_session
@@ -45,6 +45,9 @@ def _common(*, defaults: bool) -> _Parser:
                         help=f"namespace of cellfit's Service (CELLFIT_NAMESPACE; default {DEFAULT_CELLFIT_NAMESPACE})")
     common.add_argument("--cellfit-service", default=default(os.environ.get("CELLFIT_SERVICE", DEFAULT_CELLFIT_SERVICE)),
                         help=f"name of cellfit's Service (CELLFIT_SERVICE; default {DEFAULT_CELLFIT_SERVICE})")
+    common.add_argument("--cellfit-url", default=default(os.environ.get("CELLFIT_URL") or None),
+                        help="cellfit's own address, read directly instead of through its Service (CELLFIT_URL; "
+                             "a `cellfit serve` outside the cluster: http://127.0.0.1:8888)")
     return common
 
 
@@ -89,9 +92,16 @@ def run(argv: list[str]) -> str:
     args = parser().parse_args(argv)
     session = open_session(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace)
     api = KubeApi(session)
-    inspect = InspectApi(api, Cellfit(namespace=args.cellfit_namespace, service=args.cellfit_service))
+    cellfit = Cellfit(namespace=args.cellfit_namespace, service=args.cellfit_service)
+    inspect = InspectApi(api, cellfit) if args.cellfit_url is None else DirectInspectApi(api, cellfit, url=_cellfit_url(args.cellfit_url))
     command: Callable[[Any, KubeApi, InspectApi, str], str] = COMMANDS[args.command]
     return command(args, api, inspect, session.namespace)
+
+
+def _cellfit_url(url: str) -> str:
+    if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1].strip("/")) == 0:
+        raise UsageError(f"--cellfit-url (CELLFIT_URL): {url!r} is not an http:// or https:// URL, e.g. http://127.0.0.1:8888")
+    return url
 
 
 def _why(args: Any, api: KubeApi, inspect: InspectApi, namespace: str) -> str:
