@@ -124,7 +124,7 @@ from scheduler.matching.admission import (
     preemptible_for_trials,
     beside_each_gpu,
     decide_starts,
-    idle_machines,
+    IdleMachines,
     pool_kind,
     queued_cpu_slot,
 )
@@ -1181,9 +1181,9 @@ class PlacerController:
         queued_slot = queued_cpu_slot([*waiting, *trials], free_nodes=free, reserved_cpu_per_gpu=reserved, reserved_memory_per_gpu=beside.memory)
         cpu_slot = DEFAULT_CPU_SLOT if queued_slot is None else queued_slot
         holding = [r for r in running if not r.awaiting]
-        machines = idle_machines(free_nodes=free, running=holding, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved, gpu_pools=gpu_pools,
-                                 gpu_slots=gpu_slots_for([*waiting, *trials], free_nodes=free, gpu_pools=gpu_pools) if gpu_slots is None else gpu_slots,
-                                 cpu_slot_queued=queued_slot is not None, reserved_memory_per_gpu=beside.memory)
+        machines = IdleMachines(free_nodes=free, running=holding, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved, gpu_pools=gpu_pools,
+                                gpu_slots=gpu_slots_for([*waiting, *trials], free_nodes=free, gpu_pools=gpu_pools) if gpu_slots is None else gpu_slots,
+                                cpu_slot_queued=queued_slot is not None, reserved_memory_per_gpu=beside.memory).laid_out()
         idle: dict[str, int] = {}
         for machine in machines:
             idle[machine.kind] = idle.get(machine.kind, 0) + 1

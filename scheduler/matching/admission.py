@@ -195,69 +195,64 @@ def _running_kind(job: RunningJob, gpu_pools: Mapping[str, int] | None) -> str:
     return _kind_for(job.kind, job.pool, gpu_pools) or job.kind
 
 
-def idle_machines(
-    *,
-    free_nodes: Sequence[NodeResources],
-    running: Sequence[RunningJob],
-    cpu_slot: Demand,
-    reserved_cpu_per_gpu: float,
-    gpu_pools: Mapping[str, int] | None = None,
-    gpu_slots: Mapping[str, int] | None = None,
-    cpu_slot_queued: bool = True,
-    reserved_memory_per_gpu: float = 0.0,
-) -> list[Machine]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdleMachines:
     """The free capacity's machines less the ones running interchangeable Jobs hold (``pods``
-    of their kind each, :func:`held_per_pod` machines a pod). With ``gpu_pools`` (virtual cluster
-    → GPU machines its free guarantee holds, running Jobs' included), the GPU machines are those,
-    named ``vc/<vc>/gpu-<i>`` and of kind ``gpu@<vc>``; the nodes' free GPUs only keep cores
-    beside them. ``gpu_slots``: GPUs a machine of each GPU kind holds (:func:`gpu_slots_for`;
-    1 where absent). ``cpu_slot_queued`` False: no queued CPU configuration sized ``cpu_slot``
-    (no CPU slot is asked for), and a running CPU pod holds one."""
-    slots = gpu_slots or {}
-    listed, indices = _machines_for(tuple(free_nodes), cpu_slot, reserved_cpu_per_gpu, slots.get(KIND_GPU, 1) if gpu_pools is None else 1,
-                                    reserved_memory_per_gpu)
-    machines: Sequence[Machine] = listed
-    if gpu_pools is not None:
-        # The VCs' GPUs in place of the nodes' (Algorithm 2 visits them in visit_order's order).
-        pooled = [Machine(name=f"vc/{pool}/gpu-{index}", kind=pool_kind(pool))
-                  for pool in sorted(gpu_pools) for index in range(max(gpu_pools[pool], 0))]
-        machines = [*pooled, *(m for m in listed if m.kind != KIND_GPU)]
-        indices = _indices_by_kind(machines)
-    taken = _held_machines(running, gpu_pools=gpu_pools, gpu_slots=slots, cpu_slot=cpu_slot if cpu_slot_queued else None)
-    # A running Job holds machines of its kind: the last ones.
-    held = {index for kind, count in taken.items() if count > 0 for index in indices.get(kind, ())[-count:]}
-    return [machine for index, machine in enumerate(machines) if index not in held]
+    of their kind each, :func:`held_per_pod` machines a pod): :meth:`laid_out` makes them,
+    :meth:`counted` counts them. With ``gpu_pools`` (virtual cluster → GPU machines its free
+    guarantee holds, running Jobs' included), the GPU machines are those, named
+    ``vc/<vc>/gpu-<i>`` and of kind ``gpu@<vc>``; the nodes' free GPUs only keep cores beside
+    them. ``gpu_slots``: GPUs a machine of each GPU kind holds (:func:`gpu_slots_for`; 1 where
+    absent). ``cpu_slot_queued`` False: no queued CPU configuration sized ``cpu_slot`` (no CPU
+    slot is asked for), and a running CPU pod holds one."""
 
+    free_nodes: Sequence[NodeResources]
+    running: Sequence[RunningJob]
+    cpu_slot: Demand
+    reserved_cpu_per_gpu: float
+    gpu_pools: Mapping[str, int] | None = None
+    gpu_slots: Mapping[str, int] | None = None
+    cpu_slot_queued: bool = True
+    reserved_memory_per_gpu: float = 0.0
 
-def idle_machine_counts(
-    *,
-    free_nodes: Sequence[NodeResources],
-    running: Sequence[RunningJob],
-    cpu_slot: Demand,
-    reserved_cpu_per_gpu: float,
-    gpu_pools: Mapping[str, int] | None = None,
-    gpu_slots: Mapping[str, int] | None = None,
-    cpu_slot_queued: bool = True,
-    reserved_memory_per_gpu: float = 0.0,
-) -> dict[str, int]:
-    """:func:`idle_machines` counted per kind (the kinds with none left out), no machine made:
-    what a pass with no Job to match or place reports. At 5,000 nodes the machines of one-core
-    CPU slots (no queued CPU configuration sizes them) were hundreds of thousands a pass."""
-    slots = gpu_slots or {}
-    counts: dict[str, int] = {}
-    if gpu_pools is None:
-        gpu_slot = slots.get(KIND_GPU, 1)
-        if gpu_slot < 1:
-            raise InvalidInstance(f"a GPU slot needs at least one GPU, got {gpu_slot}", field="gpu_slot")
-        counts[KIND_GPU] = sum(node.gpu // gpu_slot for node in free_nodes)
-    else:
-        counts.update((pool_kind(pool), max(gpu_pools[pool], 0)) for pool in sorted(gpu_pools))
-    counts[KIND_CPU] = sum(cpu_slots(node, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
-                                     reserved_memory_per_gpu=reserved_memory_per_gpu) for node in free_nodes)
-    for kind, count in _held_machines(running, gpu_pools=gpu_pools, gpu_slots=slots, cpu_slot=cpu_slot if cpu_slot_queued else None).items():
-        if count > 0 and kind in counts:
-            counts[kind] = max(counts[kind] - count, 0)
-    return {kind: count for kind, count in counts.items() if count > 0}
+    def laid_out(self) -> list[Machine]:
+        """The idle machines, in Algorithm 2's visiting order."""
+        slots = self.gpu_slots or {}
+        listed, indices = _machines_for(tuple(self.free_nodes), self.cpu_slot, self.reserved_cpu_per_gpu,
+                                        slots.get(KIND_GPU, 1) if self.gpu_pools is None else 1, self.reserved_memory_per_gpu)
+        machines: Sequence[Machine] = listed
+        if self.gpu_pools is not None:
+            # The VCs' GPUs in place of the nodes' (Algorithm 2 visits them in visit_order's order).
+            pooled = [Machine(name=f"vc/{pool}/gpu-{index}", kind=pool_kind(pool))
+                      for pool in sorted(self.gpu_pools) for index in range(max(self.gpu_pools[pool], 0))]
+            machines = [*pooled, *(m for m in listed if m.kind != KIND_GPU)]
+            indices = _indices_by_kind(machines)
+        # A running Job holds machines of its kind: the last ones.
+        held = {index for kind, count in self._held().items() if count > 0 for index in indices.get(kind, ())[-count:]}
+        return [machine for index, machine in enumerate(machines) if index not in held]
+
+    def counted(self) -> dict[str, int]:
+        """:meth:`laid_out` counted per kind (the kinds with none left out), no machine made:
+        what a pass with no Job to match or place reports. At 5,000 nodes the machines of
+        one-core CPU slots (no queued CPU configuration sizes them) were hundreds of thousands a pass."""
+        counts: dict[str, int] = {}
+        if self.gpu_pools is None:
+            gpu_slot = (self.gpu_slots or {}).get(KIND_GPU, 1)
+            if gpu_slot < 1:
+                raise InvalidInstance(f"a GPU slot needs at least one GPU, got {gpu_slot}", field="gpu_slot")
+            counts[KIND_GPU] = sum(node.gpu // gpu_slot for node in self.free_nodes)
+        else:
+            counts.update((pool_kind(pool), max(self.gpu_pools[pool], 0)) for pool in sorted(self.gpu_pools))
+        counts[KIND_CPU] = sum(cpu_slots(node, cpu_slot=self.cpu_slot, reserved_cpu_per_gpu=self.reserved_cpu_per_gpu,
+                                         reserved_memory_per_gpu=self.reserved_memory_per_gpu) for node in self.free_nodes)
+        for kind, count in self._held().items():
+            if count > 0 and kind in counts:
+                counts[kind] = max(counts[kind] - count, 0)
+        return {kind: count for kind, count in counts.items() if count > 0}
+
+    def _held(self) -> dict[str, int]:
+        return _held_machines(self.running, gpu_pools=self.gpu_pools, gpu_slots=self.gpu_slots or {},
+                              cpu_slot=self.cpu_slot if self.cpu_slot_queued else None)
 
 
 def _held_machines(running: Sequence[RunningJob], *, gpu_pools: Mapping[str, int] | None, gpu_slots: Mapping[str, int],
@@ -574,16 +569,15 @@ def decide_starts(
     holds = [job for job in running if not job.awaiting] if awaiting else running
     # With no Job waiting or awaiting its machines nothing is matched or claimed: the idle
     # machines are only counted (every resync with no interchangeable Job, on every node).
+    idle_of = IdleMachines(free_nodes=free_nodes, running=holds, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
+                           gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot_queued=queued_slot is not None,
+                           reserved_memory_per_gpu=beside.memory)
     idle: list[Machine] = []
     counted: dict[str, int] | None = None
     if waiting or awaiting:
-        idle = idle_machines(free_nodes=free_nodes, running=holds, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
-                             gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot_queued=queued_slot is not None,
-                             reserved_memory_per_gpu=beside.memory)
+        idle = idle_of.laid_out()
     else:
-        counted = idle_machine_counts(free_nodes=free_nodes, running=holds, cpu_slot=cpu_slot, reserved_cpu_per_gpu=reserved_cpu_per_gpu,
-                                      gpu_pools=gpu_pools, gpu_slots=gpu_slots, cpu_slot_queued=queued_slot is not None,
-                                      reserved_memory_per_gpu=beside.memory)
+        counted = idle_of.counted()
     kinds = (set(counted) if counted is not None else {m.kind for m in idle}) | {_running_kind(job, gpu_pools) for job in running}
     # The running Jobs as busy machines and their users' progress (Algorithm 2 needs no
     # assignment of theirs: it is given the progress, and their users).

@@ -71,7 +71,7 @@ from estimator.objects import JOB_DECODER  # noqa: E402
 from placer.controller import PlacerController  # noqa: E402
 from scheduler.config import AlloxSettings  # noqa: E402
 from scheduler.core.resources import Resources  # noqa: E402
-from scheduler.matching.admission import RunningJob, WaitingJob, busy_machines, cpu_slot_for, decide, idle_machines  # noqa: E402
+from scheduler.matching.admission import RunningJob, WaitingJob, busy_machines, cpu_slot_for, decide, IdleMachines  # noqa: E402
 from scheduler.matching.capacity import NodeResources, machines_for  # noqa: E402
 from scheduler.matching.fairness import Capacity  # noqa: E402
 from scheduler.matching.model import Demand, Job  # noqa: E402
@@ -163,7 +163,7 @@ def scipy_solve_seconds(waiting: list[WaitingJob], running: list[RunningJob], no
     if idle_only:
         problem = prepare(jobs=jobs, machines=machines_for(nodes, cpu_slot=cpu_slot), now=NOW)
     else:
-        idle = idle_machines(free_nodes=nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=1.0)
+        idle = IdleMachines(free_nodes=nodes, running=running, cpu_slot=cpu_slot, reserved_cpu_per_gpu=1.0).laid_out()
         busy, _ = busy_machines(now=NOW, running=running, kinds={"cpu", "gpu"})
         problem = prepare(jobs=jobs, machines=[*idle, *busy], now=NOW, busy_until={m.name: t for m, t in busy.items()})
     cost = np.asarray(build(problem, method="scipy").cost)

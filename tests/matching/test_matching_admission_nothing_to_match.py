@@ -10,7 +10,7 @@ from functools import partial
 
 import pytest
 
-from scheduler.matching.admission import AdmissionPolicy, RunningJob, WaitingJob, idle_machine_counts, idle_machines
+from scheduler.matching.admission import AdmissionPolicy, RunningJob, WaitingJob, IdleMachines
 
 from scheduler.matching.admission import decide as decide_with
 from scheduler.matching.capacity import NodeResources
@@ -89,7 +89,7 @@ def _random_case(rng: random.Random) -> dict[str, object]:
 
 @pytest.mark.parametrize("seed", range(300))
 def test_idle_machines_counted_as_laid_out(seed: int) -> None:
-    """A pass with nothing to match counts the idle machines (idle_machine_counts) instead of
-    making them (idle_machines): the same count per kind, pools, slots and held machines included."""
+    """A pass with nothing to match counts the idle machines (IdleMachines.counted) instead of
+    making them (IdleMachines.laid_out): the same count per kind, pools, slots and held machines included."""
     case = _random_case(random.Random(seed))
-    assert idle_machine_counts(**case) == dict(Counter(machine.kind for machine in idle_machines(**case)))  # type: ignore[arg-type]
+    assert IdleMachines(**case).counted() == dict(Counter(machine.kind for machine in IdleMachines(**case).laid_out()))  # type: ignore[arg-type]

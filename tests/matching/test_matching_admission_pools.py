@@ -5,7 +5,7 @@ from functools import partial
 
 import pytest
 
-from scheduler.matching.admission import RunningJob, WaitingJob, idle_machines
+from scheduler.matching.admission import RunningJob, WaitingJob, IdleMachines
 from scheduler.matching.admission import decide as decide_with
 from scheduler.matching.capacity import GuaranteeCell, NodeResources, guaranteed_gpu_machines
 from scheduler.matching.fairness import Capacity
@@ -89,7 +89,7 @@ def test_fairness_weighs_a_vcs_gpu_as_a_gpu():
 
 def test_idle_machines_take_a_running_jobs_pods_from_its_vcs_pool():
     running = [RunningJob(key="r", user="u", kind="gpu", started=0, seconds={"gpu": 5}, pool="b", pods=2)]
-    machines = idle_machines(free_nodes=NODES, running=running, cpu_slot=CPU, reserved_cpu_per_gpu=1, gpu_pools={"a": 1, "b": 3})
+    machines = IdleMachines(free_nodes=NODES, running=running, cpu_slot=CPU, reserved_cpu_per_gpu=1, gpu_pools={"a": 1, "b": 3}).laid_out()
     assert [m.name for m in machines if m.kind.startswith("gpu")] == ["vc/a/gpu-0", "vc/b/gpu-0"]
 
 
