@@ -368,6 +368,9 @@ class PlacerController:
         # configurations, _refusable), and in which kinds; not chosen again in those until its
         # user changes either (not its resourceVersion: writing its condition changes that).
         self._refused: dict[str, tuple[tuple[bytes, str], frozenset[str]]] = {}
+        # Per Job UID: what each of its refused kinds was told, so that its condition and
+        # /v1/inspect/allox's waiting list name every kind refused, not the last one alone.
+        self._refusals: dict[str, dict[str, str]] = {}
         # Per Job UID suspended again (none of its pods bound within the NotBound limit): its
         # configurations then, and per kind how many times and until when AlloX does not start
         # it in that kind again (suspended_again_back_off); forgotten when its configurations
@@ -466,6 +469,7 @@ class PlacerController:
         by_key: dict[str, Job] = {}
         seen: dict[str, tuple[str, WaitingJob | RunningJob, Configurations, bool]] = {}
         refused, self._refused = self._refused, {}
+        refused_whole: list[str] = []  # Job keys refused in every kind they have, listed as waiting
         backing_off: dict[str, str] = {}  # Job key -> why it waits: each of its kinds backed off
         # Job key -> the back-off of a Job queued in its other kind, which its place is told with
         backed_off_in: dict[str, str] = {}
@@ -490,6 +494,8 @@ class PlacerController:
                     seen[uid] = (version, item, configurations[uid], is_trial)
                 if refused:
                     item = self._unrefused(item, job, refused)
+                    if item is None:
+                        refused_whole.append(key)
                 if item is not None:
                     item = self._not_backed_off(item, job, now, backing_off, backed_off_in)
                 if item is not None:
@@ -516,6 +522,7 @@ class PlacerController:
             self._chose = {uid: why for uid, why in self._chose.items() if uid in live}
             self._queued_where = {uid: told for uid, told in self._queued_where.items() if uid in live}
             self._backed_off = {uid: off for uid, off in self._backed_off.items() if uid in live}
+            self._refusals = {uid: said for uid, said in self._refusals.items() if uid in live}
             with self._lock:
                 self._started = {uid: start for uid, start in self._started.items() if uid in live}
         running, released, waiting_for_nodes = self._holding(now, running, by_key)
@@ -652,6 +659,8 @@ class PlacerController:
         # a node joins, so not among the unplaceable (joined_now: started so this pass).
         waiting_for_nodes_said = [{"job": item.key, "kind": item.kind, "pool": pool_said(pool)} for item, pool in waiting_for_nodes]
         joined_now: list[str] = []
+        for key in refused_whole:
+            held[key] = ("Refused", self._refusal_told(by_key[key].metadata.uid))
         for key, message in backing_off.items():
             held[key] = (REASON_SUSPENDED_AGAIN, message)
             self._tell(by_key[key], status="False", reason=REASON_SUSPENDED_AGAIN, message=message)
@@ -1683,8 +1692,15 @@ class PlacerController:
         refused = before[1] if before is not None and before[0] == refusable else frozenset()
         self._refused[uid] = (refusable, refused | kinds)
         self._acted += not kinds <= refused  # the next walk does not choose it there
-        if self._tell(job, status="False", reason="Refused", message=message):
+        said = self._refusals.get(uid, {}) if refused else {}
+        self._refusals[uid] = {**said, **dict.fromkeys(kinds, message)}
+        if self._tell(job, status="False", reason="Refused", message=self._refusal_told(uid)):
             self._event(job, "PlacementRefused", message, warning=True)
+
+    def _refusal_told(self, uid: str) -> str:
+        """Each refused kind's reason, once each (one refusal may cover several kinds)."""
+        said = self._refusals.get(uid, {})
+        return "; ".join(dict.fromkeys(said[kind] for kind in sorted(said)))
 
     def _outside_pool(self, configurations: Configurations, template: bytes) -> frozenset[str]:
         """The kinds of a Job whose pods would select no node of AlloX's (``allox.nodeSelector``):

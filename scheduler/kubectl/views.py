@@ -239,7 +239,7 @@ def queue_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 # How a Job held outside the queue waits, by its Placed condition's reason (placer/controller.py).
 _WAITING = {"NoMachine": "no machine", "WaitingForMachine": "its machines in use", "WaitingForQuota": "its VC's quota",
-            "SuspendedAgain": "backing off"}
+            "SuspendedAgain": "backing off", "Refused": "refused"}
 
 
 def queue_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
