@@ -102,6 +102,7 @@ from scheduler.kube.joining import awaited_pool
 from scheduler.kube.joining import said as pool_said
 from scheduler.kube.translate import pod_requests
 from scheduler.kube.wire import annotation_pointer
+from scheduler.gc_freeze import freeze_once_more
 from scheduler.matching.admission import (
     DEFAULT_CPU_SLOT,
     AdmissionDecision,
@@ -1263,6 +1264,9 @@ class PlacerController:
             # Nothing to match: no child is started for it (a new one spends a second or two of
             # CPU importing the matching, beside kube-scheduler, at every leader's first pass).
             decision, plan = decide_starts(**inputs, reuse=self._reuse, stop=self._stop_after(self._here_budget_seconds))
+            if inputs["waiting"]:
+                # What the matching keeps from pass to pass, out of the extender's full collections.
+                freeze_once_more(after="AlloX's first decision in the extender's process")
             return decision, plan.queue
         try:
             if self._solver is None:
