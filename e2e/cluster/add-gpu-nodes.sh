@@ -12,12 +12,14 @@
 # nvidia.com/gpu.present; kwok conventions: annotation kwok.x-k8s.io/node=fake, label
 # type=kwok, taint kwok.x-k8s.io/node=fake:NoSchedule (pods need a toleration);
 # label cellfit.io/e2e-node=true on every node made here.
+# --gpus 0 makes CPU-only nodes: no nvidia.com/gpu resource and none of the GPU labels (a node
+# with GPUs made CPU-only by a re-run loses both).
 # Re-running with other values updates labels and the status of existing nodes.
 #
 # Needs KUBECONFIG (or `. $CELLFIT_E2E_WORKDIR/cluster.env` first). KUBECTL picks the kubectl.
 set -euo pipefail
 
-usage() { sed -n '2,17p' "$0"; }
+usage() { sed -n '2,19p' "$0"; }
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 case "$1" in -h|--help) usage; exit 0 ;; esac
 COUNT="$1"; shift
@@ -46,7 +48,13 @@ KUBECTL="${KUBECTL:-${CELLFIT_E2E_KUBECTL:-kubectl}}"
 log() { printf '[add-gpu-nodes %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 resources() {
-  printf '    cpu: "64"\n    memory: 512Gi\n    pods: "110"\n    ephemeral-storage: 1Ti\n    nvidia.com/gpu: "%s"\n' "$GPUS"
+  printf '    cpu: "64"\n    memory: 512Gi\n    pods: "110"\n    ephemeral-storage: 1Ti\n'
+  [ "$GPUS" = 0 ] || printf '    nvidia.com/gpu: "%s"\n' "$GPUS"
+}
+
+# GPU feature discovery's labels, which a node without GPUs does not carry.
+gpu_labels() {
+  [ "$GPUS" = 0 ] || printf '    nvidia.com/gpu.present: "true"\n    nvidia.com/gpu.product: "%s"\n    nvidia.com/gpu.count: "%s"\n' "$PRODUCT" "$GPUS"
 }
 
 names=()
@@ -73,9 +81,7 @@ metadata:
     type: kwok
     cellfit.io/e2e-node: "true"
     topology.cellfit.io/rack: "$rack"
-    nvidia.com/gpu.present: "true"
-    nvidia.com/gpu.product: "$PRODUCT"
-    nvidia.com/gpu.count: "$GPUS"
+$(gpu_labels)
 EOF
     for kv in ${EXTRA_LABELS[@]+"${EXTRA_LABELS[@]}"}; do
       printf '    %s: "%s"\n' "${kv%%=*}" "${kv#*=}"
@@ -96,11 +102,17 @@ EOF
 done
 
 existing="$("$KUBECTL" get nodes -o name 2>/dev/null || true)"
-log "applying $COUNT node(s) ${names[0]}..${names[-1]}: $GPUS x $PRODUCT each"
+if [ "$GPUS" = 0 ]; then
+  log "applying $COUNT node(s) ${names[0]}..${names[-1]}: CPU-only, no GPUs"
+else
+  log "applying $COUNT node(s) ${names[0]}..${names[-1]}: $GPUS x $PRODUCT each"
+fi
 "$KUBECTL" apply -f "$manifest" >/dev/null
 # The apiserver keeps .status on create, but apply ignores it on update: patch the status of
 # nodes that existed before so that a changed GPU count takes effect.
-status_patch="$(printf '{"status":{"capacity":{"nvidia.com/gpu":"%s"},"allocatable":{"nvidia.com/gpu":"%s"}}}' "$GPUS" "$GPUS")"
+gpu_value="\"$GPUS\""
+[ "$GPUS" = 0 ] && gpu_value=null  # a merge patch's null removes the resource
+status_patch="$(printf '{"status":{"capacity":{"nvidia.com/gpu":%s},"allocatable":{"nvidia.com/gpu":%s}}}' "$gpu_value" "$gpu_value")"
 for name in "${names[@]}"; do
   if grep -qx "node/$name" <<<"$existing"; then
     "$KUBECTL" patch node "$name" --subresource=status --type=merge -p "$status_patch" >/dev/null
