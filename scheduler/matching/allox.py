@@ -275,14 +275,18 @@ class AlloxScheduler:
                         plans[considered] = plan
                 fresh = plan is None
                 if plan is None:
-                    rows = left.rows(considered)
+                    # Once a smaller set of this visit was declined and its bound did not tell,
+                    # neither test is asked of this one (see contended), and a plan put off by
+                    # a fact below takes its rows when it is made (_Deferred): read only if solved.
+                    rows = None if _ROWS_WHEN_MADE and contended and told and bounded else left.rows(considered)
                     # Asked again before a start (the raise at the next machine): declined again.
-                    written = None if considered in declined or contended else left.uncontended(rows, delay, arrays)
+                    written = None if considered in declined or contended or rows is None else left.uncontended(rows, delay, arrays)
                     made_uncontended = written is not None
                     if written is None:
                         declined.add(considered)
-                        contended = _NEST_TESTS and bool(rows.shape[0])
-                    if written is None and vacancy is not None and rows.shape[0]:
+                        # Without rows: a larger set than the one that set it, with at least its rows.
+                        contended = contended if rows is None else _NEST_TESTS and bool(rows.shape[0])
+                    if written is None and vacancy is not None and rows is not None and rows.shape[0]:
                         # Before a solve: when every optimal matching leaves the machine empty,
                         # no solve can start a job on it (the plan is made when a machine needs
                         # it). Asked of every waiting job too: the bound only shrinks as jobs
@@ -312,9 +316,11 @@ class AlloxScheduler:
                         if known is not None and known.leaves_empty(position, delay, arrays.machine_kind, here):
                             # Every optimal matching leaves the machine empty, as the plan
                             # would: put off until a machine asks for it again, if one does.
-                            plans[considered] = _Deferred(rows, arrays, len(starts_seen), known)
+                            plans[considered] = _Deferred(rows, arrays, len(starts_seen), known, users=considered)
                             count = self._raised_count(ranking, count, runnable.get(machine.kind, {})) if self.raise_alpha_when_idle else 0
                             continue
+                        if rows is None:
+                            rows = left.rows(considered)
                         if arrays.orders is None:
                             # Sorted once, then moved a machine per start (_reordered).
                             orders = kind_orders(machine_kind=arrays.machine_kind, available=arrays.delay, kind_count=len(arrays.kinds))
@@ -609,6 +615,10 @@ _SEARCH_AHEAD = True
 # the guess, as ever).
 _SEARCH_FROM = 16
 
+# Off: every new set of the raise reads its waiting rows, also one a fact puts off once the nested
+# tests have answered (_Deferred then reads them when made; the tests compare both ways).
+_ROWS_WHEN_MADE = True
+
 # _Ahead's guess when the raise at the last visit of a kind started nothing: every user it
 # can bring in.
 _EXHAUSTED = 1 << 62
@@ -862,12 +872,10 @@ class _Ahead:
         no start since), used if the raise comes to it; the largest set told empty tells the
         smaller ones as :meth:`solved`'s does. None for a raise of at most ``_SEARCH_FROM``
         sets (then :meth:`solved`, as ever)."""
-        counts = [count]
-        while True:
-            after = AlloxScheduler._raised_count(ranking, counts[-1], runnable)
-            if not after:
-                break
-            counts.append(after)
+        if len(ranking) - count < _SEARCH_FROM:
+            return None  # at most one set a user after ``count``'s: not searched (asked at nearly every visit that solves)
+        # The raise's counts, as _raised_count takes them one after another.
+        counts = [count, *(index + 1 for index in range(count, len(ranking)) if ranking[index] in runnable)]
         if len(counts) <= _SEARCH_FROM:
             return None
         solved: dict[_Set, _Plan] = {}
@@ -1214,12 +1222,19 @@ class _Deferred:
     it empty (``known``): solved when a machine asks for it again, on the machines as they
     were then (``machines``), and kept as :meth:`_Plan.kept_after` would have kept it across
     the starts since (``since``: the first of them) — unless ``known`` tells that it leaves
-    that machine empty too and that those starts kept it."""
+    that machine empty too and that those starts kept it.
 
-    rows: IntArray
+    ``rows`` None: the waiting rows of ``users`` when it is made, which are those of when it
+    was put off: a start of one of their jobs drops it (the walk keeps no plan but the started
+    one's that holds the started job's user), and no run in C (which removes rows of its own)
+    is made while a plan is put off. The raise puts off most plans so, and their rows were
+    read only to be kept (~6 us a set, ~100 sets after a burst)."""
+
+    rows: IntArray | None
     machines: Fleet
     since: int
     known: _Empty
+    users: _Set | None = None
 
     def leaves_empty(self, position: int, starts_seen: Sequence[_Seen]) -> bool:
         """Whether the plan, as the machines were then and kept since, certainly has no queue
@@ -1234,7 +1249,11 @@ class _Deferred:
     def made(self, left: _Left, starts_seen: Sequence[_Seen]) -> _Plan | None:
         """The plan, as it would be now had it been solved then; None if a start since would
         have dropped it."""
-        plan = left.solved(self.rows, self.machines)
+        rows = self.rows
+        if rows is None:
+            assert self.users is not None, "a plan put off without its rows names its users"
+            rows = left.rows(self.users)
+        plan = left.solved(rows, self.machines)
         for seen in starts_seen[self.since :]:
             if not plan.kept_after(source=False, position=seen.position, kind=seen.kind, wait=seen.wait, delay=seen.delay,
                                    shared=seen.shared or not _ALONE_TOLD):
