@@ -693,16 +693,25 @@ class PlacerController:
             if self._tell(job, status="False", reason="NoMachine", message=held[key][1]):
                 self._event_once(job, "NoMachine", message)  # the back-off ends: no second Event
         for key in lacking:
-            held[key] = ("NoMachine", _backing_off_first(backed_off_in.get(key), f"virtual cluster {pools.get(key)!r} has free "
-                         "guaranteed GPUs, but AlloX's nodes (allox.nodeSelector) have none free for this Job"
+            lack = (f"virtual cluster {pools.get(key)!r} has free guaranteed GPUs, but AlloX's nodes (allox.nodeSelector) "
+                    "have none free for this Job" if name_pools
+                    else "GPUs are free only outside AlloX's nodes (allox.nodeSelector), none on them for this Job")
+            held[key] = ("NoMachine", _backing_off_first(backed_off_in.get(key), lack
                          + (f" ({_pods(by_key[key])} machines at once)" if _pods(by_key[key]) > 1 else "")))
             self._tell(by_key[key], status="False", reason="NoMachine", message=held[key][1])
         for key in decision.waiting_for_pool:
             if key in lacking:
                 continue
-            held[key] = ("WaitingForQuota", _backing_off_first(backed_off_in.get(key), f"waiting for a GPU of virtual cluster "
-                         f"{pools.get(key)!r}: its guaranteed GPUs are in use (AlloX does not count other virtual clusters' idle GPUs)"))
-            self._tell(by_key[key], status="False", reason="WaitingForQuota", message=held[key][1])
+            if name_pools:
+                reason, text = "WaitingForQuota", (f"waiting for a GPU of virtual cluster {pools.get(key)!r}: its guaranteed "
+                                                   "GPUs are in use (AlloX does not count other virtual clusters' idle GPUs)")
+            else:
+                # One virtual cluster owns every GPU: its guarantee in use is every GPU in use, and
+                # by pods AlloX did not start (a Job of AlloX's there would be a machine to queue
+                # behind). Its users chose no VC, and there is no other's GPUs to speak of.
+                reason, text = "WaitingForMachine", _in_use_message([KIND_GPU], pods=_pods(by_key[key]))
+            held[key] = (reason, _backing_off_first(backed_off_in.get(key), text))
+            self._tell(by_key[key], status="False", reason=reason, message=held[key][1])
         self.last = LastDecision(
             at=now, seconds=elapsed, from_state_seconds=decided - began, from_state_cpu_seconds=decided_cpu - began_cpu,
             queue_seconds=queue_seconds, queue_cpu_seconds=queue_cpu_seconds,
