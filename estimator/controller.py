@@ -210,6 +210,9 @@ class EstimatorController:
         # must not stand in for it.
         self._pods: dict[str, dict[tuple[str, str], Pod]] = {}
         self._ignored: set[tuple[str, str]] = set()  # pods labelled as samples that are not, logged once
+        # PriorityClasses the API server found missing, logged once each until a run is created
+        # again (every pass tries each Job's runs: a warning a pass per Job was the log's bulk).
+        self._missing_classes: set[str] = set()
         # Each Job's namespace, from when it had configurations until it is deleted: a Job that lost
         # them may still own sampling pods, deleted with it.
         self._namespaces: dict[str, str] = {}
@@ -558,13 +561,17 @@ class EstimatorController:
                 # The cluster's setup, not the Job: no attempt is spent, and the runs are
                 # created once the class exists.
                 self._event(job, "SamplingPodRejected", self._no_priority_class(missing), warning=True, once=f"no PriorityClass {missing}")
-                log.warning("sampling pods not created: their PriorityClass does not exist",
-                            extra={"job": _key(job), "priority_class": missing, "setting": self._priority_class_field()})
+                if missing not in self._missing_classes:
+                    self._missing_classes.add(missing)
+                    log.warning("sampling pods not created: their PriorityClass does not exist",
+                                extra={"job": _key(job), "priority_class": missing, "setting": self._priority_class_field()})
                 return
             self._event(job, "SamplingPodRejected", f"sampling pod {body['metadata']['name']} not created: {error}", warning=True, once=str(error))
             log.warning("sampling pod not created", extra={"job": _key(job), "pod": body["metadata"]["name"], "reason": str(error)})
             if _refused_for_good(error):
                 self._record_refused(job, body, f"not created: {error}")
+        else:
+            self._missing_classes.discard(body["spec"].get("priorityClassName") or "")
 
     def _priority_class_field(self) -> str:
         return "estimator.priorityClassName" if self._settings.priority_class_name else "spec.template.spec.priorityClassName"

@@ -8,7 +8,10 @@ told once what is missing and which setting names it, and it is sampled once the
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
+
+import pytest
 
 from estimator.objects import JOB_DECODER
 from scheduler.config import EstimatorSettings
@@ -73,3 +76,17 @@ def test_sampling_in_the_template_s_class_names_the_template_s_field() -> None:
     (message,) = [message for reason, message in api.events if reason == "SamplingPodRejected"]
     assert "'team-high' (spec.template.spec.priorityClassName) does not exist; create it, or name" in message
     assert [reason for reason, _ in api.events if reason == "SamplingFailed"] == []
+
+
+def test_the_missing_class_is_logged_once_until_a_run_is_created_again(caplog: pytest.LogCaptureFixture) -> None:
+    """Every pass tries each Job's runs again: live, the warning came once per pod per pass."""
+    api = NoClassApi()
+    estimator = estimator_for(api, Clock(CREATED_AT + 60))
+    jobs = [job("first"), job("second")]
+    estimator._replace_jobs(jobs)
+    with caplog.at_level(logging.WARNING, logger="estimator.controller"):
+        for _ in range(4):
+            estimator.reconcile()
+    assert api.refused >= 4
+    said = [r for r in caplog.records if "PriorityClass does not exist" in r.getMessage()]
+    assert len(said) == 1 and said[0].priority_class == "cellfit-sampling"  # type: ignore[attr-defined]
