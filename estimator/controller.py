@@ -213,6 +213,9 @@ class EstimatorController:
         # PriorityClasses the API server found missing, logged once each until a run is created
         # again (every pass tries each Job's runs: a warning a pass per Job was the log's bulk).
         self._missing_classes: set[str] = set()
+        # Per Job UID: the PriorityClass its last sampling pod was refused for, told in its view
+        # (kubectl cellfit why) in place of runs "under way" that were never created.
+        self._class_refused: dict[str, str] = {}
         # Each Job's namespace, from when it had configurations until it is deleted: a Job that lost
         # them may still own sampling pods, deleted with it.
         self._namespaces: dict[str, str] = {}
@@ -369,6 +372,7 @@ class EstimatorController:
         self._waiting.discard(uid)
         self._written_sampling.pop(uid, None)
         self._probes.pop(uid, None)
+        self._class_refused.pop(uid, None)
 
     # The sampling pods come from the watch cache's one pod watch (feed.PodSubscriber), read with
     # this package's Pod (container states, termination messages) for them alone.
@@ -561,6 +565,7 @@ class EstimatorController:
                 # The cluster's setup, not the Job: no attempt is spent, and the runs are
                 # created once the class exists.
                 self._event(job, "SamplingPodRejected", self._no_priority_class(missing), warning=True, once=f"no PriorityClass {missing}")
+                self._class_refused[job.metadata.uid] = missing
                 if missing not in self._missing_classes:
                     self._missing_classes.add(missing)
                     log.warning("sampling pods not created: their PriorityClass does not exist",
@@ -572,6 +577,7 @@ class EstimatorController:
                 self._record_refused(job, body, f"not created: {error}")
         else:
             self._missing_classes.discard(body["spec"].get("priorityClassName") or "")
+            self._class_refused.pop(job.metadata.uid, None)
 
     def _priority_class_field(self) -> str:
         return "estimator.priorityClassName" if self._settings.priority_class_name else "spec.template.spec.priorityClassName"
@@ -1041,8 +1047,12 @@ class EstimatorController:
         if decision.estimates is None:
             # Nothing of the Job's runs under way, only held back: it waits for the budget (its
             # short runs waiting on long ones not yet created are no progress either).
+            refused_class = self._class_refused.get(job.metadata.uid)
             if waiting and waiting == len(decision.create) and not any(p.state in ("pending", "running") for p in sample_pods):
                 self._view(job, "waiting-for-capacity", f"{waiting} sampling runs wait for the sampling budget (estimator.maxClusterShare){joining}", samples=rows)
+            elif refused_class is not None and not any(p.state in ("pending", "running") for p in sample_pods):
+                self._view(job, "sampling", f"sampling pods not created: their PriorityClass '{refused_class}' "
+                                                    f"({self._priority_class_field()}) does not exist{joining}", samples=rows)
             else:
                 self._view(job, "sampling", _runs_message(decision, sample_pods, starting=len(creations), held=waiting) + joining, samples=rows)
             return creations

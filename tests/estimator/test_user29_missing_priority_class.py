@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from estimator.controller import EstimatorController
 from estimator.objects import JOB_DECODER
 from scheduler.config import EstimatorSettings
 from scheduler.errors import KubernetesApiError
@@ -37,11 +38,17 @@ class NoClassApi(DeletingApi):
         super().create_pod(namespace=namespace, pod=pod)
 
 
-def test_a_missing_priority_class_spends_no_attempt_and_sampling_starts_once_it_exists() -> None:
+def without_the_class() -> tuple[NoClassApi, EstimatorController, Any]:
+    """An estimator over one waiting Job on an API server without the sampling class."""
     api = NoClassApi()
     estimator = estimator_for(api, Clock(CREATED_AT + 60))
     waiting = job("waiting")
     estimator._replace_jobs([waiting])
+    return api, estimator, waiting
+
+
+def test_a_missing_priority_class_spends_no_attempt_and_sampling_starts_once_it_exists() -> None:
+    api, estimator, waiting = without_the_class()
     play(estimator, api, waiting, passes=6)  # more passes than maxAttempts
     assert api.refused >= 2 * EstimatorSettings().max_attempts
     assert [reason for reason, _ in api.events if reason == "SamplingFailed"] == []
@@ -90,3 +97,18 @@ def test_the_missing_class_is_logged_once_until_a_run_is_created_again(caplog: p
     assert api.refused >= 4
     said = [r for r in caplog.records if "PriorityClass does not exist" in r.getMessage()]
     assert len(said) == 1 and said[0].priority_class == "cellfit-sampling"  # type: ignore[attr-defined]
+
+
+def test_the_job_s_view_says_no_run_was_created_and_why() -> None:
+    """Live, ``kubectl cellfit why`` said "1 under way" of runs the API server had refused."""
+    api, estimator, waiting = without_the_class()
+    for _ in range(2):
+        estimator.reconcile()
+    (entry,) = estimator.inspect()["jobs"]
+    assert (entry["state"], entry["message"]) == (
+        "sampling", "sampling pods not created: their PriorityClass 'cellfit-sampling' (estimator.priorityClassName) does not exist")
+    api.created_class = True
+    for _ in range(2):
+        estimator.reconcile()
+    (entry,) = estimator.inspect()["jobs"]
+    assert entry["message"].startswith("this Job's sampling runs: ")
