@@ -1563,8 +1563,8 @@ def not_estimated_message(job: Job) -> str:
 
 
 def describe(decision: Decision) -> str:
-    """"estimated gpu 41 min ± 3 min, cpu 6.2 h ± 0.4 h from 4 samples, which ran 76 s in all: 3.1%
-    of its estimated 41 min on gpu": the samples' seconds summed, and over its fastest
+    """"estimated cpu 6.2 h ± 0.4 h, gpu 41 min ± 3 min from 4 samples, which ran 76 s in all: 3.1%
+    of its estimated 41 min on gpu" (the configurations in the Job's order): the samples' seconds summed, and over its fastest
     configuration's estimate (``overhead_fraction``, estimator/planner.py). Both numbers, each
     with its unit: "which together ran 20.4% as long as its gpu run" left the reader to guess
     which run (a sample's? the Job's?) and how long the sampling took."""
