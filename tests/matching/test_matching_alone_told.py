@@ -21,10 +21,8 @@ import pytest
 
 from scheduler.matching import allox
 from scheduler.matching.admission import decide
-from scheduler.matching.allox import AlloxScheduler
-from tests.matching.test_matching_carry_empty import burst
-from tests.matching.test_matching_vacancy import live_state
-from tests.matching.test_matching_walk_run import benchmark_state, gpu_burst, starts
+from tests.matching.native_paths import Ways, live_states_decide_alike, random_bursts_start_alike, switched_both_ways
+from tests.matching.test_matching_walk_run import benchmark_state
 
 
 def told_and_counted(monkeypatch: pytest.MonkeyPatch) -> Counter[bool]:
@@ -41,44 +39,22 @@ def told_and_counted(monkeypatch: pytest.MonkeyPatch) -> Counter[bool]:
     return seen
 
 
-def both_ways(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """``call()`` with the start's wait counted once, then with every plan's machines counted."""
-    with monkeypatch.context() as patched:
-        patched.setattr(allox, "_ALONE_TOLD", True)
-        told = call()
-    with monkeypatch.context() as patched:
-        patched.setattr(allox, "_ALONE_TOLD", False)
-        counted = call()
-    return told, counted
+def both_ways(monkeypatch: pytest.MonkeyPatch) -> Ways:
+    """A call made with the start's wait counted once, then with every plan's machines counted."""
+    return lambda call: switched_both_ways(call, monkeypatch, allox, "_ALONE_TOLD")
 
 
 @pytest.mark.parametrize("in_c", [True, False])
 def test_random_bursts_start_the_same_with_the_wait_counted_once(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
     monkeypatch.setattr(allox, "runs", allox.runs if in_c else None)
     seen = told_and_counted(monkeypatch)
-    rng = random.Random(27101)
-    for _ in range(150):
-        arguments = gpu_burst(rng)
-        alpha = rng.choice([0.05, 0.1, 0.2, 0.3, 1.0])
-        scheduler = AlloxScheduler(alpha=alpha, raise_alpha_when_idle=rng.random() < 0.8)
-        told, counted = both_ways(lambda: starts(scheduler.on_machine_free(**arguments)), monkeypatch)  # noqa: B023
-        assert told == counted
-    for _ in range(150):
-        arguments, alpha = burst(rng)
-        told, counted = both_ways(lambda: starts(AlloxScheduler(alpha=alpha).on_machine_free(**arguments)), monkeypatch)  # noqa: B023
-        assert told == counted
+    random_bursts_start_alike(random.Random(27101), both_ways(monkeypatch), gpu_bursts=150, bursts=150)
     # Both ways out were taken: a wait no other machine of the kind has, and one it shares.
     assert seen[True] > 500 and seen[False] > 500
 
 
 def test_admission_decides_the_same_with_the_wait_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = random.Random(27102)
-    for pools in (False, True):
-        for _ in range(10):
-            state = live_state(rng, pools=pools)
-            for options in ({"alpha": 0.1}, {"alpha": 0.3}, {"alpha": 1.0}):
-                told, counted = both_ways(lambda: decide(**state, **options), monkeypatch)  # type: ignore[arg-type]  # noqa: B023
-                assert told == counted
+    live_states_decide_alike(random.Random(27102), both_ways(monkeypatch), states=10, options=({"alpha": 0.1}, {"alpha": 0.3}, {"alpha": 1.0}))
 
 
 def test_the_bursts_starts_keep_plans_from_one_count(monkeypatch: pytest.MonkeyPatch) -> None:

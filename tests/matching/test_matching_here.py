@@ -19,21 +19,14 @@ import pytest
 
 from scheduler.matching import allox
 from scheduler.matching.admission import decide
-from scheduler.matching.allox import AlloxScheduler, _Empty, _Here
-from tests.matching.test_matching_carry_empty import burst
-from tests.matching.test_matching_vacancy import live_state
-from tests.matching.test_matching_walk_run import benchmark_state, gpu_burst, starts
+from scheduler.matching.allox import _Empty, _Here
+from tests.matching.native_paths import Ways, live_states_decide_alike, random_bursts_start_alike, switched_both_ways
+from tests.matching.test_matching_walk_run import benchmark_state
 
 
-def both_ways(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """``call()`` with the class counted once a visit, then counted for each fact."""
-    with monkeypatch.context() as patched:
-        patched.setattr(allox, "_HERE_KEPT", True)
-        kept = call()
-    with monkeypatch.context() as patched:
-        patched.setattr(allox, "_HERE_KEPT", False)
-        counted = call()
-    return kept, counted
+def both_ways(monkeypatch: pytest.MonkeyPatch) -> Ways:
+    """A call made with the class counted once a visit, then counted for each fact."""
+    return lambda call: switched_both_ways(call, monkeypatch, allox, "_HERE_KEPT")
 
 
 @pytest.mark.parametrize("in_c", [True, False])
@@ -67,28 +60,13 @@ def test_a_fact_tells_the_same_from_the_class_counted_once(monkeypatch: pytest.M
 @pytest.mark.parametrize("in_c", [True, False])
 def test_random_bursts_start_the_same_with_the_class_counted_once(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
     monkeypatch.setattr(allox, "runs", allox.runs if in_c else None)
-    rng = random.Random(28302)
-    for _ in range(100):
-        arguments = gpu_burst(rng)
-        scheduler = AlloxScheduler(alpha=rng.choice([0.05, 0.1, 0.2, 0.3, 1.0]), raise_alpha_when_idle=rng.random() < 0.8)
-        kept, counted = both_ways(lambda: starts(scheduler.on_machine_free(**arguments)), monkeypatch)  # noqa: B023
-        assert kept == counted
-    for _ in range(150):
-        arguments, alpha = burst(rng)
-        kept, counted = both_ways(lambda: starts(AlloxScheduler(alpha=alpha).on_machine_free(**arguments)), monkeypatch)  # noqa: B023
-        assert kept == counted
+    random_bursts_start_alike(random.Random(28302), both_ways(monkeypatch), gpu_bursts=100, bursts=150)
 
 
 def test_admission_and_the_burst_decide_the_same_with_the_class_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.benchmarks.bench_admission import BURST_BUSY
 
-    rng = random.Random(28303)
-    for pools in (False, True):
-        for _ in range(10):
-            state = live_state(rng, pools=pools)
-            for alpha in (0.1, 0.3):
-                kept, counted = both_ways(lambda: decide(**state, alpha=alpha), monkeypatch)  # type: ignore[arg-type]  # noqa: B023
-                assert kept == counted
+    live_states_decide_alike(random.Random(28303), both_ways(monkeypatch), states=10, options=({"alpha": 0.1}, {"alpha": 0.3}))
     arguments = benchmark_state(BURST_BUSY)
     asked: list[bool] = []
     beyond = _Empty.beyond
@@ -98,6 +76,6 @@ def test_admission_and_the_burst_decide_the_same_with_the_class_counted_once(mon
         return beyond(fact, position, delay, machine_kind, here)
 
     monkeypatch.setattr(_Empty, "beyond", recorded)
-    kept, counted = both_ways(lambda: decide(**arguments, alpha=0.1), monkeypatch)
+    kept, counted = both_ways(monkeypatch)(lambda: decide(**arguments, alpha=0.1))
     assert kept == counted and len(kept.starts) == 455
     assert asked.count(True) > 100  # the facts the raise read at its visits, from the class counted once

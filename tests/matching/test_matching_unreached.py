@@ -21,23 +21,16 @@ import pytest
 
 from scheduler.matching import allox
 from scheduler.matching.admission import decide
-from scheduler.matching.allox import AlloxScheduler, _Vacancy
+from scheduler.matching.allox import _Vacancy
 from scheduler.matching.model import Job, Machine
 from scheduler.matching.solve import FloatArray, fleet, prepare_on
-from tests.matching.test_matching_carry_empty import burst
-from tests.matching.test_matching_vacancy import live_state
-from tests.matching.test_matching_walk_run import benchmark_state, gpu_burst, starts
+from tests.matching.native_paths import Ways, live_states_decide_alike, random_bursts_start_alike, switched_both_ways
+from tests.matching.test_matching_walk_run import benchmark_state
 
 
-def both_ways(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """``call()`` with unreached moves skipped, then with every move summed."""
-    with monkeypatch.context() as patched:
-        patched.setattr(allox, "_SKIP_UNREACHED", True)
-        skipping = call()
-    with monkeypatch.context() as patched:
-        patched.setattr(allox, "_SKIP_UNREACHED", False)
-        summing = call()
-    return skipping, summing
+def both_ways(monkeypatch: pytest.MonkeyPatch) -> Ways:
+    """A call made with unreached moves skipped, then with every move summed."""
+    return lambda call: switched_both_ways(call, monkeypatch, allox, "_SKIP_UNREACHED")
 
 
 def counted_sums(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
@@ -124,26 +117,11 @@ def test_the_need_with_unreached_moves_skipped_is_the_need_summed_over_every_mov
 @pytest.mark.parametrize("in_c", [True, False])
 def test_random_bursts_start_the_same_with_unreached_moves_skipped(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
     monkeypatch.setattr(allox, "runs", allox.runs if in_c else None)
-    rng = random.Random(28102)
-    for _ in range(120):
-        arguments = gpu_burst(rng)
-        scheduler = AlloxScheduler(alpha=rng.choice([0.05, 0.1, 0.2, 0.3, 1.0]), raise_alpha_when_idle=rng.random() < 0.8)
-        skipping, summing = both_ways(lambda: starts(scheduler.on_machine_free(**arguments)), monkeypatch)  # noqa: B023
-        assert skipping == summing
-    for _ in range(120):
-        arguments, alpha = burst(rng)
-        skipping, summing = both_ways(lambda: starts(AlloxScheduler(alpha=alpha).on_machine_free(**arguments)), monkeypatch)  # noqa: B023
-        assert skipping == summing
+    random_bursts_start_alike(random.Random(28102), both_ways(monkeypatch), gpu_bursts=120, bursts=120)
 
 
 def test_admission_decides_the_same_with_unreached_moves_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = random.Random(28103)
-    for pools in (False, True):
-        for _ in range(10):
-            state = live_state(rng, pools=pools)
-            for options in ({"alpha": 0.1}, {"alpha": 0.3}, {"alpha": 1.0}):
-                skipping, summing = both_ways(lambda: decide(**state, **options), monkeypatch)  # type: ignore[arg-type]  # noqa: B023
-                assert skipping == summing
+    live_states_decide_alike(random.Random(28103), both_ways(monkeypatch), states=10, options=({"alpha": 0.1}, {"alpha": 0.3}, {"alpha": 1.0}))
 
 
 def test_the_bursts_vacancy_bound_sums_few_moves(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,24 +19,22 @@ import pytest
 from scheduler.matching import admission, allox
 from scheduler.matching.admission import AdmissionDecision, decide
 from scheduler.matching.allox import AlloxScheduler, Matched
-from tests.matching.test_matching_vacancy import live_state
+from tests.matching.native_paths import Ways, live_states_decide_alike, switched_both_ways
 from tests.matching.test_matching_walk_run import benchmark_state
 
 
-def both_ways(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[AdmissionDecision, AdmissionDecision]:
-    """``call()`` with the walk's progress taken, then with it summed again over the starts."""
-    with monkeypatch.context() as patched:
-        patched.setattr(admission, "_PROGRESS_FROM_WALK", True)
-        taken = call()
-    with monkeypatch.context() as patched:
-        patched.setattr(admission, "_PROGRESS_FROM_WALK", False)
-        summed = call()
-    return taken, summed
+def both_ways(monkeypatch: pytest.MonkeyPatch) -> Ways:
+    """A call made with the walk's progress taken, then with it summed again over the starts."""
+    return lambda call: switched_both_ways(call, monkeypatch, admission, "_PROGRESS_FROM_WALK")
 
 
 def bits(decision: AdmissionDecision) -> dict[str, str]:
     """Each user's progress as its float's bits (``==`` would call -0.0 and 0.0 alike)."""
     return {user: float(value).hex() for user, value in decision.progress.items()}
+
+
+def alike_to_the_bit(taken: AdmissionDecision, summed: AdmissionDecision) -> bool:
+    return taken == summed and bits(taken) == bits(summed)
 
 
 def walks_kept(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
@@ -57,14 +55,8 @@ def walks_kept(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 def test_live_states_answer_the_same_progress_from_the_walk(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
     monkeypatch.setattr(allox, "runs", allox.runs if in_c else None)
     kept = walks_kept(monkeypatch)
-    rng = random.Random(28201 + in_c)
-    for pools in (False, True):
-        for _ in range(25):
-            state = live_state(rng, pools=pools)
-            for alpha in (0.1, 0.3, 1.0):
-                taken, summed = both_ways(lambda: decide(**state, alpha=alpha), monkeypatch)  # type: ignore[arg-type]  # noqa: B023
-                assert taken == summed
-                assert bits(taken) == bits(summed)
+    live_states_decide_alike(random.Random(28201 + in_c), both_ways(monkeypatch), states=25,
+                             options=({"alpha": 0.1}, {"alpha": 0.3}, {"alpha": 1.0}), alike=alike_to_the_bit)
     assert kept.count(True) > 100 and kept.count(False) > 50  # both ways out: a walk's sums, and none kept
 
 
@@ -75,7 +67,7 @@ def test_the_bursts_progress_is_the_walks(monkeypatch: pytest.MonkeyPatch) -> No
 
     arguments = benchmark_state(BURST_BUSY)
     kept = walks_kept(monkeypatch)
-    taken, summed = both_ways(lambda: decide(**arguments, alpha=0.1), monkeypatch)
+    taken, summed = both_ways(monkeypatch)(lambda: decide(**arguments, alpha=0.1))
     assert taken == summed and len(taken.starts) == 455
     assert bits(taken) == bits(summed)
     assert kept == [True, True]
