@@ -424,7 +424,15 @@ def _estimating(job: JobFacts, view: CellfitView, estimated: Condition | None) -
     tail += f"; failed {', '.join(failed)}" if failed else ""
     message = str(entry.get("message") or "")
     return _sampling_kept_off(job, view, Answer(reason="estimating", summary=head + tail,
-                                                details=((message,) if message else ()) + _estimator_details(view)))
+                                                details=((message,) if message else ()) + _never_sampled(job) + _estimator_details(view)))
+
+
+def _never_sampled(job: JobFacts) -> tuple[str, ...]:
+    """The configurations the estimator will not sample while it samples the others (no node could
+    ever run them), from their ConfigurationNeverRuns Events: the samples alone read "0 of 1
+    samples done", as if the Job had one configuration."""
+    said = dict.fromkeys(e.message for e in job.events if e.reason == "ConfigurationNeverRuns")
+    return tuple(said)
 
 
 def _sampling_kept_off(job: JobFacts, view: CellfitView, answer: Answer) -> Answer:
