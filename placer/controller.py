@@ -196,6 +196,10 @@ class SolverHung(CellfitError):
     """The solver process answered nothing in time; it was killed."""
 
 
+# "AlloX does not start this Job on KIND[ or KIND]: REASON", the refusals _refusal_told names together.
+_REFUSED_LEAD = re.compile(r"AlloX does not start this Job on ([a-z0-9.-]+(?: or [a-z0-9.-]+)*): (.*)\Z", re.DOTALL)
+
+
 class NoPodWebhook(CellfitError):
     """A start whose pods only cellfit's pod-create webhook would give the configuration, with
     that webhook off."""
@@ -1650,7 +1654,7 @@ class PlacerController:
                         raise
                     if not self._pod_webhook:
                         raise NoPodWebhook(f"AlloX does not start this Job on {kind}: the API server does not let a "
-                                           f"suspended Job's pod template take its {kind} configuration (field is "
+                                           "suspended Job's pod template take this configuration (field is "
                                            "immutable), and cellfit's pod-create webhook, which would give each pod "
                                            "the configuration instead, is off (admission.enabled: false), so its pods "
                                            "would run without it") from error
@@ -1711,9 +1715,16 @@ class PlacerController:
             self._event(job, "PlacementRefused", message, warning=True)
 
     def _refusal_told(self, uid: str) -> str:
-        """Each refused kind's reason, once each (one refusal may cover several kinds)."""
+        """Each refused kind's reason, once each: kinds refused for the same reason are named
+        together ("... on cpu or gpu: ..."), one refusal may cover several kinds."""
         said = self._refusals.get(uid, {})
-        return "; ".join(dict.fromkeys(said[kind] for kind in sorted(said)))
+        kinds_by_reason: dict[str, list[str]] = {}
+        for kind in sorted(said):
+            lead = _REFUSED_LEAD.match(said[kind])
+            reason = lead.group(2) if lead is not None else said[kind]
+            kinds_by_reason.setdefault(reason, []).extend(lead.group(1).split(" or ") if lead is not None else [])
+        return "; ".join(f"AlloX does not start this Job on {' or '.join(dict.fromkeys(kinds))}: {reason}" if kinds else reason
+                         for reason, kinds in kinds_by_reason.items())
 
     def _outside_pool(self, configurations: Configurations, template: bytes) -> frozenset[str]:
         """The kinds of a Job whose pods would select no node of AlloX's (``allox.nodeSelector``):
