@@ -36,6 +36,8 @@ _KEYS: Final = frozenset({"resources", "env", "nodeSelector", "tolerations", "an
 # devices) must be given as a limit equal to its request.
 _OVERCOMMITTABLE: Final = frozenset({RESOURCE_CPU, RESOURCE_MEMORY, "ephemeral-storage"})
 _TOLERATION_KEYS: Final = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
+_TOLERATION_OPERATORS: Final = ("Equal", "Exists")
+_TOLERATION_EFFECTS: Final = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 # The API server caps all annotations of an object at 256 KiB together.
 MAX_ANNOTATION_BYTES: Final = 256 * 1024
 # What AlloX books a machine by beside devices (placer/controller.py counts one pod of the rewrite
@@ -243,7 +245,33 @@ def _tolerations(tolerations: object, *, where: str) -> list[dict[str, Any]]:
         extra = sorted(set(toleration) - _TOLERATION_KEYS)
         if extra:
             raise InvalidAnnotation(f"unknown key {extra[0]!r}", field=place)
+        _toleration_values(toleration, where=place)
     return tolerations
+
+
+def _toleration_values(toleration: Mapping[str, Any], *, where: str) -> None:
+    """The API server's checks of a toleration (its pods would be refused for each of them, and
+    every sampling run of the configuration fail on a pod field the user never wrote)."""
+    for name in ("key", "operator", "value", "effect"):
+        if name in toleration and not isinstance(toleration[name], str):
+            raise InvalidAnnotation(f"must be a string, got {toleration[name]!r}", field=f"{where}.{name}")
+    operator = toleration.get("operator") or "Equal"
+    if operator not in _TOLERATION_OPERATORS:
+        raise InvalidAnnotation(f"{operator!r} is not a toleration operator; expected {' or '.join(_TOLERATION_OPERATORS)}",
+                                field=f"{where}.operator")
+    if toleration.get("effect", "") not in _TOLERATION_EFFECTS:
+        raise InvalidAnnotation(f"{toleration['effect']!r} is not a taint effect; expected "
+                                f"{', '.join(e for e in _TOLERATION_EFFECTS if e)} or none", field=f"{where}.effect")
+    if not toleration.get("key") and operator != "Exists":
+        raise InvalidAnnotation("without a key the operator must be Exists (it tolerates every taint)", field=f"{where}.operator")
+    if operator == "Exists" and toleration.get("value"):
+        raise InvalidAnnotation("must be empty with operator Exists", field=f"{where}.value")
+    if "tolerationSeconds" in toleration:
+        seconds = toleration["tolerationSeconds"]
+        if isinstance(seconds, bool) or not isinstance(seconds, int):
+            raise InvalidAnnotation(f"must be a whole number of seconds, got {seconds!r}", field=f"{where}.tolerationSeconds")
+        if toleration.get("effect") != "NoExecute":
+            raise InvalidAnnotation("is only for effect NoExecute", field=f"{where}.tolerationSeconds")
 
 
 def _resources(body: object, *, where: str) -> tuple[dict[str, str], dict[str, str]]:
