@@ -571,7 +571,10 @@ class EstimatorController:
                     log.warning("sampling pods not created: their PriorityClass does not exist",
                                 extra={"job": _key(job), "priority_class": missing, "setting": self._priority_class_field()})
                 return
-            self._event(job, "SamplingPodRejected", f"sampling pod {body['metadata']['name']} not created: {error}", warning=True, once=str(error))
+            name = body["metadata"]["name"]
+            # Once per refusal, not per pod: the API server's message names each pod it refuses,
+            # and the next attempt's (another name) said the same thing again, Event after Event.
+            self._event(job, "SamplingPodRejected", f"sampling pod {name} not created: {error}", warning=True, once=str(error).replace(name, "<pod>"))
             log.warning("sampling pod not created", extra={"job": _key(job), "pod": body["metadata"]["name"], "reason": str(error)})
             if _refused_for_good(error):
                 self._record_refused(job, body, f"not created: {error}")
