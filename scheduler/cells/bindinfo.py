@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final, Sequence
 
+import msgspec
+
 from scheduler.cells.booking import Booking, Group
 from scheduler.cells.request import Priority
 from scheduler.cells.search import contains
@@ -85,7 +87,21 @@ def encode(booking: Booking) -> str:
             "size": group.size,
             "placements": [_slot(slot) for slot in group.slots],
         }
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return _compact_sorted_json(data)
+
+
+# msgspec's sorted compact JSON is json.dumps(sort_keys=True, separators=(",", ":"))'s text
+# wherever json escapes nothing, in ~1/15 of its time (one per binding). json.dumps escapes
+# every character outside printable ASCII (as \uXXXX) where msgspec writes DEL and non-ASCII
+# as they are: a text holding any of them, or an escape (a backslash), is json's, as before.
+_SORTED_ENCODER: Final = msgspec.json.Encoder(order="sorted")
+
+
+def _compact_sorted_json(data: dict[str, Any]) -> str:
+    encoded = _SORTED_ENCODER.encode(data)
+    if b"\\" in encoded or b"\x7f" in encoded or not encoded.isascii():
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return encoded.decode("ascii")
 
 
 def gpu_indices_annotation(booking: Booking) -> str:
