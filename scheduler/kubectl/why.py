@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Mapping, Sequence
 
 from estimator.contract import estimate_errors
-from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, PRIORITY_GUARANTEED
+from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_PREEMPTIONS, LABEL_VIRTUAL_CLUSTER, PRIORITY_GUARANTEED
 from scheduler.kubectl.objects import INSUFFICIENT_GPU, NOT_RECLAIMED, PREEMPTING, CellfitView, Condition, Event, Facts, GoneFacts, JobFacts, PodFacts, Preemption, moment
 from scheduler.kube.times import timestamp
 from scheduler.kubectl.views import free_healthy_cells, opportunistic_gpus, unbound_cells, unhealthy_nodes
@@ -1112,7 +1112,10 @@ def _unknown_vc_too(pod: PodFacts, found: _Found, view: CellfitView) -> str:
     """``; and label cellfit.io/virtual-cluster: ...`` where the pod's VC is unknown to cellfit and
     the filter's reason is another mistake, which hid it; "" else."""
     unknown = NO_SUCH_VC.search(view.unavailable.get("virtual-cluster", ""))
-    if unknown is None or not pod.vc or unknown["vc"] != pod.vc or _VC in found.reason or "virtual cluster" in found.reason:
+    # A reason about the label already (its VC unknown, or no label: then pod.vc is the implicit
+    # 'default', which the pod never named, and "unknown virtual cluster 'default'" contradicted it).
+    about_the_label = _VC in found.reason or "virtual cluster" in found.reason or LABEL_VIRTUAL_CLUSTER in found.reason
+    if unknown is None or not pod.vc or unknown["vc"] != pod.vc or about_the_label:
         return ""
     return (f"; and {_VC}: unknown virtual cluster {pod.vc!r} (set it to a virtual cluster it may use: "
             "kubectl cellfit vcs lists them)")
