@@ -19,6 +19,7 @@ from itertools import islice
 from operator import attrgetter
 from typing import AbstractSet, Mapping, Sequence
 
+from scheduler.cells.offered import OfferedNodes
 from scheduler.cells.topology import Cell, ChildIndex
 
 
@@ -48,6 +49,10 @@ _STRAIGHT = 8
 # Packing keys (C-level attribute getters: these sorts run on every placement).
 _GUARANTEED_KEY = attrgetter("guaranteed_free", "opportunistic_used", "ordinal")
 _IDLE_KEY = attrgetter("idle_gpus", "ordinal")
+
+
+def _no_slot(name: str, default: int) -> int:
+    return default
 
 
 def best_spot(
@@ -96,9 +101,14 @@ def best_spot(
             if 2 * budget >= len(by_node):
                 budget = len(by_node)  # no group is longer: the whole walk
             searched = 1 if first.node in allowed else 0  # offered nodes searched, in walk order
+            # A filter's offered nodes are asked inline, in C (offered.py): the walk may pass
+            # hundreds of nodes not offered, and a Python __contains__ per node would cost more.
+            masked = allowed if isinstance(allowed, OfferedNodes) else None
+            mask, slot_of = (masked.mask, masked.slot_of) if masked is not None else (b"", _no_slot)
             for group in child_index.groups_at_least(gpus):
                 for kid in islice(group, budget):
-                    if kid is first or kid.node not in allowed:
+                    # A node-level cell's node is named (str).
+                    if kid is first or (not mask[slot_of(kid.node, -1)] if masked is not None else kid.node not in allowed):  # type: ignore[arg-type]
                         continue
                     searched += 1
                     found = best_spot(kid, level, gpus, view, allowed, child_indexes)
