@@ -2424,7 +2424,8 @@ def _gpu_outside_vcs(job: Job, found: Guarantees) -> str | None:
     if vc in found.cells:
         return None
     if vc is None:
-        return f"its pod template has no {LABEL_VIRTUAL_CLUSTER} label, and no virtual cluster is the default"
+        return (f"its pod template has no {LABEL_VIRTUAL_CLUSTER} label, and no virtual cluster is the default: "
+                f"label it with one of {', '.join(sorted(found.cells))}")
     return (f"{LABEL_VIRTUAL_CLUSTER} {vc!r} of its pod template is no virtual cluster HiveD knows "
             f"({', '.join(sorted(found.cells))}): label it with one of them")
 
