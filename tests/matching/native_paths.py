@@ -2,7 +2,8 @@
 alone, for the tests that compare them (test_matching_native_*.py: a module's ``native`` is the
 extension it uses, None for NumPy); and with one of the matching's switches on and off, for the
 tests of the paths they switch to (test_matching_here.py, _unreached, _walk_progress,
-_alone_told), on the same random instances (random_bursts_start_alike, live_states_decide_alike)."""
+_alone_told), on the same random instances (random_bursts_start_alike, live_states_decide_alike)
+and on bursts drawn to reach a switch's situation (varied_bursts_start_alike)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import pytest
 
 from scheduler.matching.admission import decide
 from scheduler.matching.allox import AlloxScheduler
+from scheduler.matching.model import Job, Machine
+from scheduler.matching.solve import fleet
+from scheduler.matching.visit_order import visiting_order
 from tests.matching.test_matching_carry_empty import burst
 from tests.matching.test_matching_vacancy import live_state
 
@@ -64,6 +68,39 @@ def random_bursts_start_alike(rng: random.Random, ways: Ways, *, gpu_bursts: int
     for _ in range(bursts):
         arguments, alpha = burst(rng)
         one, other = ways(lambda: starts(AlloxScheduler(alpha=alpha).on_machine_free(**arguments)))  # noqa: B023
+        assert one == other
+
+
+def varied_bursts_start_alike(rng: random.Random, ways: Ways, *, bursts: int, interleaved: bool, no_time: float) -> None:
+    """The starts ``ways`` makes each way are the same on ``bursts`` random bursts (α 0.1-0.3,
+    ties in half), where ``interleaved``: the free machines visited in a random order of kinds
+    (``matched``'s ``machines``), so that starts on one kind come between two visits of another,
+    which ``visiting_order`` (each kind's machines one after another) never has; and where a
+    fraction ``no_time`` of the jobs takes no time on one of its kinds (a job started there
+    leaves its machine free, with the machines of its kind that wait as it does)."""
+    from tests.matching.test_matching_walk_run import starts
+
+    for _ in range(bursts):
+        arguments, alpha = burst(rng)
+        jobs: list[Job] = arguments["pending_jobs"]
+        for at, job in enumerate(jobs):
+            if rng.random() < no_time:
+                jobs[at] = Job(name=job.name, user=job.user, arrival=job.arrival,
+                               processing_time={**job.processing_time, rng.choice(sorted(job.processing_time)): 0.0})
+        free: list[Machine] = arguments["free_machines"]
+        busy: dict[Machine, float] = arguments["busy_until"]
+        if interleaved:
+            by_kind = {kind: [machine for machine in free if machine.kind == kind] for kind in sorted({machine.kind for machine in free})}
+            free = []
+            while any(by_kind.values()):
+                free.append(by_kind[rng.choice([kind for kind, left in by_kind.items() if left])].pop(0))
+        else:
+            free = visiting_order(free, jobs)
+        names = {machine.name for machine in free}
+        machines = fleet(machines=[*free, *(machine for machine in busy if machine.name not in names)], now=0.0,
+                         busy_until={machine.name: until for machine, until in busy.items()})
+        one, other = ways(lambda: starts(AlloxScheduler(alpha=alpha).matched(  # noqa: B023
+            now=0.0, free_machines=free, pending_jobs=jobs, busy_until=busy, machines=machines).started))  # noqa: B023
         assert one == other
 
 

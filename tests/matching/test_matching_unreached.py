@@ -8,6 +8,14 @@ GPU (at a GPU's), which counts for no row there. Here ``N`` is compared bit for 
 of every move on random times (whole numbers in half: waits exactly at a row's reach, the strict
 comparison's edge; rows past 64 terms; times of 0 and kinds a row cannot run on), and the starts
 on random bursts, live states through ``decide`` and the benchmark's burst, both ways.
+
+Visited in ``visiting_order`` (each kind's free machines one after another) a class's ``N`` is
+only brought up to date across starts on its own kind, whose moves no row counts (a machine of
+the class's kind waiting at least the class's wait): there the skip cannot decide otherwise than
+the sum, whatever its reach. It decides something only across starts on another kind, between
+two visits of the class: bursts visited with their kinds interleaved (``matched``'s
+``machines``) have them, and are compared both ways too, with the moves of other kinds both
+skipped and summed counted.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from scheduler.matching.admission import decide
 from scheduler.matching.allox import _Vacancy
 from scheduler.matching.model import Job, Machine
 from scheduler.matching.solve import FloatArray, fleet, prepare_on
-from tests.matching.native_paths import Ways, live_states_decide_alike, random_bursts_start_alike, switched_both_ways
+from tests.matching.native_paths import Ways, live_states_decide_alike, random_bursts_start_alike, switched_both_ways, varied_bursts_start_alike
 from tests.matching.test_matching_walk_run import benchmark_state
 
 
@@ -43,6 +51,36 @@ def counted_sums(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         return needs(self, *arguments)
 
     monkeypatch.setattr(_Vacancy, "_needs", counted)
+    return seen
+
+
+def counted_other_kinds(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Of the starts on another kind than a class's that ``_Vacancy._needed`` took in when
+    bringing the class's ``N`` up to date with unreached moves skipped: how many times a kind's
+    moves were asked their reach (``asked``) and how many times they were summed (``summed``);
+    the rest were skipped."""
+    seen: Counter[str] = Counter()
+    updating: list[bool] = []
+    needed, needs, reach_of = _Vacancy._needed, _Vacancy._needs, _Vacancy._reach_of
+
+    def counted_needed(self: _Vacancy, kind: int, wait: float) -> Any:
+        updating.append((kind, wait) in self._need)
+        try:
+            return needed(self, kind, wait)
+        finally:
+            updating.pop()
+
+    def counted_needs(self: _Vacancy, kind: int, wait: float, other: int, *arguments: Any) -> Any:
+        seen["summed"] += allox._SKIP_UNREACHED and updating[-1] and other != kind
+        return needs(self, kind, wait, other, *arguments)
+
+    def counted_reach(self: _Vacancy, kind: int, wait: float, other: int) -> Any:
+        seen["asked"] += other != kind
+        return reach_of(self, kind, wait, other)
+
+    monkeypatch.setattr(_Vacancy, "_needed", counted_needed)
+    monkeypatch.setattr(_Vacancy, "_needs", counted_needs)
+    monkeypatch.setattr(_Vacancy, "_reach_of", counted_reach)
     return seen
 
 
@@ -118,6 +156,19 @@ def test_the_need_with_unreached_moves_skipped_is_the_need_summed_over_every_mov
 def test_random_bursts_start_the_same_with_unreached_moves_skipped(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
     monkeypatch.setattr(allox, "runs", allox.runs if in_c else None)
     random_bursts_start_alike(random.Random(28102), both_ways(monkeypatch), gpu_bursts=120, bursts=120)
+
+
+@pytest.mark.parametrize("in_c", [True, False])
+def test_interleaved_bursts_start_the_same_with_unreached_moves_skipped(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
+    """Starts on GPUs between two visits of CPU slots move machines that the CPU slots' ``N``
+    counts (a GPU free now, for the jobs slower on a CPU by more than its time) or that it no
+    longer counts (a GPU busy for longer than any job's margin): both kinds of moves came, and the
+    starts are those of summing every move."""
+    monkeypatch.setattr(allox, "runs", allox.runs if in_c else None)
+    seen = counted_other_kinds(monkeypatch)
+    varied_bursts_start_alike(random.Random(28104), both_ways(monkeypatch), bursts=200, interleaved=True, no_time=0.0)
+    skipped = seen["asked"] - seen["summed"]
+    assert skipped > 300 and seen["summed"] > 500, seen
 
 
 def test_admission_decides_the_same_with_unreached_moves_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
