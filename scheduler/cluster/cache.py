@@ -231,14 +231,15 @@ def path_reflector(
     replace: Callable[[Sequence[Any]], None],
     apply: Callable[[Any], None],
     delete: Callable[[Any], None],
+    told: Callable[[Exception], bool] | None = None,
 ) -> Reflector:  # type: ignore[type-arg]
     """:func:`api_reflector` for a list the generated client has no lister for (custom
     resources, one ConfigMap by field selector): ``path`` is the list's URL path; the list's
-    items and the watch's objects are decoded with ``object_decoder``."""
+    items and the watch's objects are decoded with ``object_decoder``. ``told``: Reflector's."""
     return _decoded_reflector(
         lambda _token: api.list_path(path), lambda version: api.watch_path(path, resource_version=version),
         object_decoder.decode, name=name, replace=replace, apply=apply, delete=delete,
-        decode_event=_one_pass(object_decoder),
+        decode_event=_one_pass(object_decoder), told=told,
     )
 
 
@@ -319,6 +320,7 @@ def _decoded_reflector(
     delete: Callable[[Any], None],
     decode_event: Callable[[bytes], wire.ObjectEvent[Any]] | None = None,
     version_of: Callable[[Any], str] = lambda obj: obj.metadata.resourceVersion,
+    told: Callable[[Exception], bool] | None = None,
 ) -> Reflector:  # type: ignore[type-arg]
     """``decode_event``: the watch's object events decoded in one pass (else the event, then
     ``decode`` on its object)."""
@@ -348,6 +350,7 @@ def _decoded_reflector(
         delete=delete,
         expired=WatchExpired,
         decode_event=decode_event,
+        told=told,
     )
 
 

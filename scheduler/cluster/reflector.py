@@ -13,7 +13,9 @@
 3. when the server ends the watch, watch again from the last resourceVersion seen; when it
    answers 410 Gone (the version was compacted away), go back to 1 (from that version: a list
    from the watch cache no older than it);
-4. on any other failure, wait (exponential backoff, capped) and go back to 1. The backoff starts
+4. on any other failure, wait (exponential backoff, capped) and go back to 1 (a failure the
+   owner tells its own way, ``told``, is logged at debug level only: an absent custom resource
+   would otherwise warn every 30 s, forever). The backoff starts
    over once a watch delivers something, not on a list alone: a watch that fails as soon as it
    starts (refused, cut by a proxy, expired at the list's own version, which also waits, whether
    the 410 is the watch call's answer or the ERROR line that opens its stream) would otherwise
@@ -76,6 +78,7 @@ class Reflector(Generic[T]):
         decode_event: Callable[[bytes], wire.ObjectEvent[T]] | None = None,
         list_from: Callable[[str], tuple[str, Sequence[T]]] | None = None,
         decode_deleted: Callable[[msgspec.Raw], T] | None = None,
+        told: Callable[[Exception], bool] | None = None,
     ) -> None:
         """``decode_event``: an ADDED, MODIFIED or DELETED line decoded with its object in one
         pass (the usual event); ERROR and BOOKMARK lines, and lines it refuses, are decoded in
@@ -84,7 +87,9 @@ class Reflector(Generic[T]):
         alone (its name and version), not as ``decode_object`` reads the objects it keeps: a
         watch of pending pods sees every binding as a deletion. Lists come from ``list_objects`` (each the
         latest: a consistent read) or from ``list_from``, given the resourceVersion to list at
-        ("0", a version seen, or "" for the latest: see the module's step 1); one of the two."""
+        ("0", a version seen, or "" for the latest: see the module's step 1); one of the two.
+        ``told``: given a list's or watch's failure, whether its owner has told it (True: the
+        retry is logged at debug level, not warned of)."""
         if (list_objects is None) == (list_from is None):
             raise ValueError(f"reflector {kind}: give list_objects or list_from, one of the two")
         self.kind = kind
@@ -99,6 +104,7 @@ class Reflector(Generic[T]):
         self._expired = expired
         self._decode_event = decode_event
         self._decode_deleted = decode_deleted or decode_object
+        self._told = told
         self._stop = threading.Event()
         self.synced = threading.Event()
         self.relists = 0
@@ -157,7 +163,9 @@ class Reflector(Generic[T]):
 
     def _warn_retrying(self, error: Exception) -> None:
         # The API is down or answered nonsense: retry, never die.
-        log.warning(
+        told = self._told is not None and self._told(error)
+        log.log(
+            logging.DEBUG if told else logging.WARNING,
             "list/watch failed; retrying",
             extra={"kind": self.kind, "reason": str(error) or type(error).__name__, "retry_seconds": self._backoff},
         )

@@ -46,6 +46,7 @@ from scheduler.cells.topology import Topology
 from scheduler.cluster.api import KubernetesApi
 from scheduler.cluster.cache import path_reflector
 from scheduler.cluster.disruption import Preempted, preempt_pod
+from scheduler.cluster.exchange.definitions import ExchangeDefinitions
 from scheduler.cluster.exchange.objects import (
     CELL_OBJECT_DECODER,
     CONFIG_MAP_DECODER,
@@ -157,12 +158,14 @@ class ExchangeController:
         self._held: list[str] = []  # the objects held, as last logged
         self.last = LastRound()
         self._stores = {kind: _Store(self._wake.set) for kind in ("offer", "request", "namespace")}
+        # Without the CRDs (cellfit serve outside the chart) the exchange waits for them, told once.
+        self.definitions = ExchangeDefinitions(resources=("celloffers", "cellrequests"))
         self._reflectors = [
-            path_reflector(api, collection_path("offer"), CELL_OBJECT_DECODER, name="celloffers",
-                           replace=self._stores["offer"].replace, apply=self._stores["offer"].apply, delete=self._stores["offer"].delete),
-            path_reflector(api, collection_path("request"), CELL_OBJECT_DECODER, name="cellrequests",
-                           replace=self._stores["request"].replace, apply=self._stores["request"].apply,
-                           delete=self._stores["request"].delete),
+            path_reflector(api, collection_path(kind), CELL_OBJECT_DECODER, name=resource,
+                           replace=self.definitions.listed(resource, self._stores[kind].replace), apply=self._stores[kind].apply,
+                           delete=self._stores[kind].delete, told=self.definitions.told(resource))
+            for kind, resource in (("offer", "celloffers"), ("request", "cellrequests"))
+        ] + [
             path_reflector(api, NAMESPACES_PATH, NAMESPACE_DECODER, name="namespaces",
                            replace=self._stores["namespace"].replace, apply=self._stores["namespace"].apply,
                            delete=self._stores["namespace"].delete),
@@ -465,8 +468,10 @@ class ExchangeController:
 
     def inspect(self) -> dict[str, Any]:
         last = self.last
+        waiting = self.definitions.waiting
         return {
             "synced": self.synced,
+            **({"waiting": waiting} if waiting is not None else {}),
             "lastRound": {"at": last.at, "seconds": round(last.seconds, 6), "matched": last.matched, "refused": last.refused,
                           "preempted": last.preempted, "unrecorded": last.unrecorded},
             "board": last.board,
