@@ -45,6 +45,7 @@ from estimator.objects import (
     LABEL_SAMPLE_JOB,
     Job,
     Pod,
+    misplaced_annotations,
     sample_pod,
     template_kind,
     timestamp,
@@ -76,6 +77,8 @@ from scheduler.wording import duration
 log = logging.getLogger(__name__)
 
 CONDITION_ESTIMATED = "Estimated"
+# The Event on a Job whose user wrote cellfit's Job-level annotations on its pod template.
+MISPLACED_ANNOTATION = "AnnotationMisplaced"
 CREATE_CONCURRENCY = 16
 # A sampling pod the scheduler has found no node for (PodScheduled False, Unschedulable) this long
 # stops counting against estimator.maxClusterShare, up to as much again as that share: it holds
@@ -221,6 +224,11 @@ class EstimatorController:
         self._namespaces: dict[str, str] = {}
         self._views: dict[str, JobView] = {}
         self._said: dict[str, set[str]] = {}  # events and conditions already written, per Job
+        # Per Job UID: cellfit's Job-level annotations on its pod template, as last told (an
+        # Event, once: the Job's user reads kubectl describe, and nothing else says it), and
+        # the Jobs to tell in the next pass (written from the worker, not the watch's thread).
+        self._misplaced: dict[str, tuple[str, ...]] = {}
+        self._misplaced_untold: dict[str, Job] = {}
         # (namespace, family, kind) -> s per iteration: a family is a namespace's, so one tenant's
         # Jobs cannot shift another's estimates (or let it skip sampling) by taking its label.
         self._history: dict[tuple[str, str, str], deque[float]] = {}
@@ -311,6 +319,7 @@ class EstimatorController:
         # on their own, or count again should the configurations come back.
         with self._lock:
             self._forget_job(uid)
+            self._forget_misplaced(uid)
         self._notify()
 
     def _replace_jobs(self, jobs: Sequence[Job]) -> None:
@@ -323,7 +332,12 @@ class EstimatorController:
 
     def _apply_job(self, job: Job) -> None:
         uid = job.metadata.uid
+        misplaced = misplaced_annotations(job)
         with self._lock:
+            if misplaced != self._misplaced.get(uid, ()):
+                self._misplaced[uid] = misplaced
+                self._misplaced_untold[uid] = job
+                self._wake.set()
             if ANNOTATION_CONFIGURATIONS not in job.annotations:
                 if uid in self._jobs:
                     self._forget_job(uid)
@@ -353,6 +367,7 @@ class EstimatorController:
         with self._lock:
             pods = list(self._pods_of(uid).values())
             self._forget_job(uid)
+            self._forget_misplaced(uid)
             self._namespaces.pop(uid, None)
         self._notify()
         # Garbage collection deletes them too (they are owned by the Job); not waiting for it. The
@@ -363,6 +378,10 @@ class EstimatorController:
     def _delete_sampling_pod(self, pod: Pod) -> None:
         self._attempt(lambda: self._api.delete_pod(namespace=pod.metadata.namespace, name=pod.metadata.name, uid=pod.metadata.uid),
                       what=f"delete sampling pod {pod.metadata.name}")
+
+    def _forget_misplaced(self, uid: str) -> None:
+        self._misplaced.pop(uid, None)
+        self._misplaced_untold.pop(uid, None)
 
     def _forget_job(self, uid: str) -> None:
         self._jobs.pop(uid, None)
@@ -465,6 +484,7 @@ class EstimatorController:
         every Job when ``everything`` (the periodic resync: long deadlines), else over the Jobs
         whose objects changed and those waiting for the budget. Pod creations of the whole pass
         go out in parallel at its end. None before the nodes are all applied (``nodes_synced``)."""
+        self._tell_misplaced()
         if not self._nodes_ready():
             return
         now = self._clock()
@@ -1210,6 +1230,20 @@ class EstimatorController:
         self._condition(job, status="False", reason="InvalidSpec", message=message)
         self._view(job, "invalid", message)
 
+    def _tell_misplaced(self) -> None:
+        """An Event on each Job whose misplaced annotations changed since last told (none, when
+        they are gone): without cellfit.io/configurations on the Job it stays suspended, and
+        only kubectl cellfit why said why."""
+        with self._lock:
+            untold = [(job, self._misplaced.get(uid, ())) for uid, job in self._misplaced_untold.items()]
+            self._misplaced_untold.clear()
+        for job, keys in untold:
+            if keys:
+                self._attempt(lambda: self._api.create_event(
+                    namespace=job.metadata.namespace, pod_name=job.metadata.name, pod_uid=job.metadata.uid,
+                    reason=MISPLACED_ANNOTATION, message=misplaced_message(job, keys), warning=True, kind="Job",
+                ), what=f"event on {_key(job)}")
+
     def _view(self, job: Job, state: JobState, message: str, *, samples: list[dict[str, Any]] | None = None, estimate: Mapping[str, Any] | None = None) -> None:
         with self._lock:
             if job.metadata.uid in self._jobs:
@@ -1246,6 +1280,23 @@ class EstimatorController:
             call()
         except CellfitError as error:
             log.warning("estimator write failed", extra={"what": what, "reason": str(error)})
+
+
+def misplaced_message(job: Job, keys: Sequence[str]) -> str:
+    """``cellfit.io/configurations is on spec.template.metadata.annotations; cellfit reads it from
+    the Job's metadata.annotations``, and what that does to the Job until it is moved."""
+    one = len(keys) == 1
+    it, they_are = ("it", "it is") if one else ("them", "they are")
+    said = (f"{' and '.join(keys)} {'is' if one else 'are'} on spec.template.metadata.annotations; "
+            f"cellfit reads {it} from the Job's metadata.annotations")
+    if ANNOTATION_CONFIGURATIONS in job.annotations:
+        return f"{said}: move {it} there"
+    if ANNOTATION_CONFIGURATIONS not in keys:
+        return f"{said}, with {ANNOTATION_CONFIGURATIONS}, which this Job does not have"
+    if job.suspended:
+        return f"{said}: the Job stays suspended, never estimated nor started by AlloX, until {they_are} moved there"
+    return (f"{said}: the Job runs as its template says, never estimated nor placed by AlloX; for cellfit to choose its "
+            f"configuration, create it again with {it} in metadata.annotations and spec.suspend: true")
 
 
 def _condition_says(job: Job, *, status: str, reason: str, message: str) -> bool:

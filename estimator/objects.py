@@ -12,9 +12,13 @@ import msgspec
 from estimator.contract import SampleReport, parse_sample_report
 from estimator.model import Sample
 from estimator.planner import PodState, SampleKey, SamplePod
-from scheduler.constants import DOMAIN, LABEL_PLACEMENT
+from scheduler.constants import ANNOTATION_CONFIGURATIONS, ANNOTATION_ESTIMATE, ANNOTATION_ITERATIONS, DOMAIN, LABEL_PLACEMENT
 from scheduler.errors import InvalidAnnotation
 from scheduler.kube.times import timestamp as timestamp  # re-exported: the estimator and the placer read it here
+
+# cellfit's annotations it reads from the Job itself, never from its pod template (the webhook's
+# JOB_LEVEL_ANNOTATIONS, scheduler/extender/validation.py, which this package may not import).
+JOB_LEVEL_ANNOTATIONS: Final = (ANNOTATION_CONFIGURATIONS, ANNOTATION_ESTIMATE, ANNOTATION_ITERATIONS)
 
 # --- what cellfit puts on sampling pods ---
 LABEL_SAMPLE: Final = f"{DOMAIN}/sample"  # "true": lets the estimator watch only its pods
@@ -188,6 +192,30 @@ class Pod(msgspec.Struct, frozen=True):
 
 JOB_DECODER: Final = msgspec.json.Decoder(Job)
 POD_DECODER: Final = msgspec.json.Decoder(Pod)
+
+
+class _Template(msgspec.Struct, frozen=True):
+    """A pod template's metadata alone."""
+
+    metadata: Metadata = Metadata()
+
+
+_TEMPLATE_DECODER: Final = msgspec.json.Decoder(_Template)
+
+
+def misplaced_annotations(job: Job) -> tuple[str, ...]:
+    """cellfit's Job-level annotations (JOB_LEVEL_ANNOTATIONS, in that order) its user wrote on
+    the Job's pod template (spec.template.metadata.annotations) and not on the Job itself."""
+    if not job.spec.has_template:
+        return ()
+    template = bytes(job.spec.template)
+    if not any(key.encode() in template for key in JOB_LEVEL_ANNOTATIONS):  # most Jobs: no decode
+        return ()
+    try:
+        on_template = _TEMPLATE_DECODER.decode(template).metadata.annotations or {}
+    except msgspec.ValidationError:  # a template that does not read: the sampling pods' build says so
+        return ()
+    return tuple(key for key in JOB_LEVEL_ANNOTATIONS if key in on_template and key not in job.annotations)
 
 
 def _is_job(owner: OwnerReference) -> bool:

@@ -29,7 +29,7 @@ from estimator.objects import LABEL_SAMPLE, Pod as SamplingPod
 from estimator.objects import POD_DECODER as SAMPLING_POD_DECODER
 from placer.holding import JobPods, bound_in_this_run
 from scheduler.cluster.api import Kind, KubernetesApi, WatchExpired
-from scheduler.cluster.feed import InterchangeableJobs, SamplingPods
+from scheduler.cluster.feed import InterchangeableJobs, SamplingPods, followed
 from scheduler.cluster.pacing import InThread, Pacing, Steps
 from scheduler.cluster.reflector import Reflector
 from scheduler.cluster.writes import Writes
@@ -49,7 +49,6 @@ from scheduler.cluster.preemptor_records import (
 )
 from scheduler.constants import (
     ANNOTATION_BIND_INFO,
-    ANNOTATION_CONFIGURATIONS,
     ANNOTATION_GANG_PREEMPTED,
     ANNOTATION_PLACEMENT,
     ANNOTATION_PODS_BOUND,
@@ -1720,10 +1719,9 @@ def _engine_pods(listed: Sequence[WatchedPod], *, samples: dict[str, SamplingPod
 
 
 def _interchangeable(watched: WatchedJob) -> bytes | None:
-    """The Job's bytes when it carries configurations (an interchangeable Job), else None."""
-    if ANNOTATION_CONFIGURATIONS not in (watched.job.metadata.annotations or {}):
-        return None
-    return bytes(memoryview(watched.raw))
+    """The Job's bytes when the estimator follows it (feed.followed), else None."""
+    raw = bytes(memoryview(watched.raw))
+    return raw if followed(annotations=watched.job.metadata.annotations or {}, raw=raw) else None
 
 
 def _linking(

@@ -1,6 +1,8 @@
 """What the leader's estimator follows, as the watch cache's one watch of each kind sees it: the
 interchangeable Jobs (those carrying ``cellfit.io/configurations``), kept raw, and the sampling
-pods (labelled ``cellfit.io/sample=true``), decoded with the estimator's Pod.
+pods (labelled ``cellfit.io/sample=true``), decoded with the estimator's Pod. The Jobs whose user
+wrote a Job-level annotation of cellfit's on the pod template instead (:func:`followed`) are
+passed on too: the estimator tells them where it belongs, as nothing else would.
 
 A process lists and watches Jobs once and pods once. The watch cache decodes each Job's
 identity and width for the engine, and hands the ones with configurations here, as the bytes the
@@ -23,9 +25,13 @@ import logging
 import threading
 from typing import Callable, Collection, Generic, Mapping, Protocol, Sequence, TypeVar
 
-from estimator.objects import Pod
+from estimator.objects import JOB_LEVEL_ANNOTATIONS, Pod
+from scheduler.constants import ANNOTATION_CONFIGURATIONS
 
 log = logging.getLogger(__name__)
+
+# Each as an annotation's key is written in the Job's JSON (not managedFields' "f:" key).
+_QUOTED_JOB_LEVEL = tuple((key, f'"{key}"'.encode()) for key in JOB_LEVEL_ANNOTATIONS)
 
 Item = TypeVar("Item")
 Subscriber = TypeVar("Subscriber")
@@ -154,11 +160,11 @@ class InterchangeableJobs(_Feed[bytes, JobSubscriber]):
     # ------------------------------------------------------------------ the watch's side
 
     def replace(self, jobs: Mapping[str, bytes]) -> None:
-        """A list of Jobs: ``jobs`` are its interchangeable ones, by UID."""
+        """A list of Jobs: ``jobs`` are those the estimator follows (:func:`followed`), by UID."""
         self._replace(jobs)
 
     def apply(self, uid: str, job: bytes | None) -> None:
-        """A Job added or changed: ``job`` its bytes when it is interchangeable, else None."""
+        """A Job added or changed: ``job`` its bytes when the estimator follows it, else None."""
         with self._lock:
             if job is not None:
                 self._items[uid] = job
@@ -170,3 +176,13 @@ class InterchangeableJobs(_Feed[bytes, JobSubscriber]):
         with self._lock:
             self._items.pop(uid, None)
             self._tell(lambda subscriber: subscriber.delete_job(uid))
+
+
+def followed(*, annotations: Mapping[str, str], raw: bytes) -> bool:
+    """Whether the estimator follows a Job of these ``annotations`` and these bytes: it carries
+    ``cellfit.io/configurations``, or a Job-level annotation of cellfit's is in its bytes but
+    not among its annotations (on its pod template, where cellfit never reads it: the Job would
+    stay suspended, told nothing). A key quoted elsewhere (an env value) costs the estimator a
+    look at the template, and nothing more."""
+    return ANNOTATION_CONFIGURATIONS in annotations or any(
+        key not in annotations and quoted in raw for key, quoted in _QUOTED_JOB_LEVEL)
