@@ -31,6 +31,7 @@ from placer.holding import JobPods, bound_in_this_run
 from scheduler.cluster.api import Kind, KubernetesApi, WatchExpired
 from scheduler.cluster.feed import InterchangeableJobs, SamplingPods, followed
 from scheduler.cluster.pacing import InThread, Pacing, Steps
+from scheduler.cluster.preempted_jobs import tell_job_of_preempted
 from scheduler.cluster.reflector import Reflector
 from scheduler.cluster.writes import Writes
 from scheduler.cells import bindinfo
@@ -59,7 +60,7 @@ from scheduler.constants import (
 )
 from scheduler.core.engine import SchedulingEngine, TracksJobs
 from scheduler.core.groups import DisjointSets
-from scheduler.core.model import TERMINAL_PHASES, JobInfo, PodInfo
+from scheduler.core.model import TERMINAL_PHASES, JobInfo, OwnerRef, PodInfo
 from scheduler.core.pods import PodStore
 from scheduler.core.resources import ZERO, Resources
 from scheduler.errors import CellfitError, InvalidAnnotation, KubernetesApiError
@@ -1042,14 +1043,14 @@ class ClusterCache:
                 )
             for victim in victims:
                 self._tell_preempted(namespace=victim.namespace, name=victim.name, uid=victim.uid,
-                                     message=told.get(victim.uid, victim_message))
+                                     message=told.get(victim.uid, victim_message), owner=victim.owner)
 
         self._writes.submit(write)
 
-    def _tell_preempted(self, *, namespace: str, name: str, uid: str, message: str) -> None:
+    def _tell_preempted(self, *, namespace: str, name: str, uid: str, message: str, owner: OwnerRef | None) -> None:
         """The victim's ``Preempted`` Event, under its one name (preemptor_records.preempted_event_name):
-        made already (by the deciding replica, or another that finished its record) is done. On
-        the writer thread."""
+        made already (by the deciding replica, or another that finished its record) is done; and
+        its Job's (``owner``: preempted_jobs.py). On the writer thread."""
         def create() -> None:
             try:
                 self._api.create_event(namespace=namespace, pod_name=name, pod_uid=uid, reason="Preempted", message=message,
@@ -1059,6 +1060,8 @@ class ClusterCache:
                     raise
 
         self._attempt(create, what=f"event on {namespace}/{name}")
+        self._attempt(lambda: tell_job_of_preempted(self._api, namespace=namespace, pod_name=name, pod_uid=uid, owner=owner, message=message),
+                      what=f"event on the Job of {namespace}/{name}")
 
     def _settle(self, text: str) -> None:
         """The record ``text``'s writes are made here (or queued): not finished again. Under the lock."""
@@ -1088,6 +1091,7 @@ class ClusterCache:
         log.info("finishing a preemption recorded on its preemptor: its victims' Job counts, resume holds and Events",
                  extra={"pod": preemptor.key, "node": record.node, "jobs": sorted(f"{job.namespace}/{job.name}" for job in owed.jobs.values())})
         told = finished_preempted_message(preemptor=preemptor.key, node=record.node)
+        owners = {uid: shown.owner for uid in owed.pods if (shown := self._pods.get(uid)) is not None}  # victims still watched
         engine = self._engine
         # Read now, under the engine lock: a hold given here that has ended since is not written back.
         ended = {(job_uid, victim) for job_uid, job in owed.jobs.items() for victim in job.holds
@@ -1106,7 +1110,7 @@ class ClusterCache:
                     self._write_resume_holds_now(JobRef(uid=job_uid, namespace=job.namespace, name=job.name), added=holds, ended=())
             for victim_uid, key in owed.pods.items():
                 namespace, name = key.split("/")
-                self._tell_preempted(namespace=namespace, name=name, uid=victim_uid, message=told)
+                self._tell_preempted(namespace=namespace, name=name, uid=victim_uid, message=told, owner=owners.get(victim_uid))
 
         self._writes.submit(finish)
 
@@ -1211,7 +1215,7 @@ class ClusterCache:
                     continue
                 # Under its one name: every replica whose look comes at the record's 300 s (each that
                 # saw its preemptor end keeps it) preempts the member, and one Event tells it.
-                self._tell_preempted(namespace=member.namespace, name=member.name, uid=member.uid, message=message)
+                self._tell_preempted(namespace=member.namespace, name=member.name, uid=member.uid, message=message, owner=member.owner)
 
         self._writes.submit(finish)
 

@@ -210,11 +210,13 @@ class FollowsResumeHolds(Protocol):
     def resume_hold_ended(self, *, job_uid: str, victim_uid: str) -> bool: ...
 
 
-def preempted_event_name(pod_name: str, pod_uid: str) -> str:
+def preempted_event_name(object_name: str, pod_uid: str, *, on_job: bool = False) -> str:
     """The name of a victim's ``Preempted`` Event: one per pod (a pod is preempted once), so the
-    deciding replica's and a finisher's (a record's ``owed``) are one Event, made by the first."""
-    digest = hashlib.sha256(f"{pod_uid}/Preempted".encode()).hexdigest()[:16]
-    return f"{pod_name[:236].rstrip('-.')}.{digest}"
+    deciding replica's and a finisher's (a record's ``owed``) are one Event, made by the first.
+    ``object_name``: the pod's; with ``on_job``, its Job's, for the Event the Job gets of it
+    (preempted_jobs.py), under another name."""
+    digest = hashlib.sha256(f"{pod_uid}/Preempted{'/Job' if on_job else ''}".encode()).hexdigest()[:16]
+    return f"{object_name[:236].rstrip('-.')}.{digest}"
 
 
 def finished_preempted_message(*, preemptor: str, node: str) -> str:

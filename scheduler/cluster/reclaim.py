@@ -62,6 +62,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from scheduler.cells.capabilities import WaitingGuarantee
 from scheduler.cluster.disruption import PodDeletion, Preempted, preempt_pod
+from scheduler.cluster.preempted_jobs import JobEvents, tell_job_of_preempted
 from scheduler.cluster.stranded import ReclaimRecords, StrandedGuarantees, immovable, reclaimable
 from scheduler.config import ReclaimSettings
 from scheduler.core.model import PodInfo
@@ -111,8 +112,8 @@ class JobOutcomes(Protocol):
     def record_victims(self, victims: Sequence[PodInfo]) -> None: ...
 
 
-class ReclaimApi(PodDeletion, Protocol):
-    def create_event(self, *, namespace: str, pod_name: str, pod_uid: str, reason: str, message: str, warning: bool = False) -> None: ...
+class ReclaimApi(PodDeletion, JobEvents, Protocol):
+    pass
 
 
 @dataclass(frozen=True)
@@ -375,6 +376,12 @@ class ReclaimController:
                  extra={"pod": victim.key, "priority": victim.priority, "waiting": reclaim.waiting.key,
                         "waitingPriority": reclaim.waiting.priority, "vc": reclaim.vc, "cell": reclaim.cell, "node": reclaim.node})
         self._event(victim, reason="Preempted", message=message, warning=True)
+        try:  # its Job's too: the pod's Event leaves with the pod
+            tell_job_of_preempted(self._api, namespace=victim.namespace, pod_name=victim.name, pod_uid=victim.uid, owner=victim.owner,
+                                  message=message)
+        except CellfitError as error:
+            log.warning("reclaim event not written", extra={"pod": victim.key, "job": victim.owner.name if victim.owner else "",
+                                                             "reason": str(error)})
         self._event(reclaim.waiting, reason="ReclaimingCells", message=waiting_message(reclaim), warning=False)
         return True
 

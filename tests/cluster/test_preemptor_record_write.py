@@ -119,7 +119,7 @@ def test_the_replica_that_answered_writes_the_decision_on_the_preemptor_first() 
         "application/merge-patch+json",
     )
     assert api.writes[1][:2] == ("GET", "job be")  # the count after it
-    assert [e["reason"] for e in api.events] == ["Preempting", "Preempted"]
+    assert [e["reason"] for e in api.events] == ["Preempting", "Preempted", "PodPreempted"]  # the last on be-0's Job
 
 
 @pytest.mark.parametrize("status", [404, 409])  # the pod gone; another pod by its name (the UID differs)
@@ -129,7 +129,7 @@ def test_a_preemptor_gone_or_replaced_is_left_alone_and_the_rest_is_written(stat
     cache, service, _ = replica(api)
     preempt(service, cache)
     assert [w[0] for w in api.writes] == ["PATCH", "GET", "GET"]  # tried once; the Job read for its count, then its resume holds
-    assert [e["reason"] for e in api.events] == ["Preempting", "Preempted"]
+    assert [e["reason"] for e in api.events] == ["Preempting", "Preempted", "PodPreempted"]  # the last on be-0's Job
 
 
 def test_a_record_the_pod_carries_already_is_not_written_again() -> None:

@@ -165,7 +165,7 @@ def test_the_preempt_verb_writes_the_events_and_counts_no_preemption_of_the_job(
     cache._writes.shutdown(wait=True)  # the background writes, done
     assert answer["NodeNameToMetaVictims"] == {where: {"Pods": [{"UID": victim}], "NumPDBViolations": 0}}
     told = {(e["pod_name"], e["reason"]): e for e in api.events}
-    assert set(told) == {("g", "Preempting"), (victim, "Preempted")}
+    assert set(told) == {("g", "Preempting"), (victim, "Preempted"), (f"ob-{victim.removeprefix('o')}", "PodPreempted")}  # and its Job
     assert told[victim, "Preempted"]["warning"] is True
     assert told[victim, "Preempted"]["message"].startswith(f"preempted by ns/g on node {where}: HiveD reclaims the cells")
     assert [w[0] for w in api.writes] == ["PATCH"]  # the preemptor's record; no GET of a Job to count
