@@ -51,10 +51,6 @@ _GUARANTEED_KEY = attrgetter("guaranteed_free", "opportunistic_used", "ordinal")
 _IDLE_KEY = attrgetter("idle_gpus", "ordinal")
 
 
-def _no_slot(name: str, default: int) -> int:
-    return default
-
-
 def best_spot(
     cell: Cell, level: int, gpus: int, view: View, allowed: AbstractSet[str] | None, child_indexes: Mapping[Cell, ChildIndex]
 ) -> Cell | None:
@@ -102,14 +98,18 @@ def best_spot(
                 budget = len(by_node)  # no group is longer: the whole walk
             searched = 1 if first.node in allowed else 0  # offered nodes searched, in walk order
             # A filter's offered nodes are asked inline, in C (offered.py): the walk may pass
-            # hundreds of nodes not offered, and a Python __contains__ per node would cost more.
+            # hundreds of nodes not offered (thousands at 5,000), and a Python __contains__ per
+            # node would cost more; which way is chosen once a group, not at every node.
             masked = allowed if isinstance(allowed, OfferedNodes) else None
-            mask, slot_of = (masked.mask, masked.slot_of) if masked is not None else (b"", _no_slot)
             for group in child_index.groups_at_least(gpus):
-                for kid in islice(group, budget):
+                walked = islice(group, budget)
+                if masked is not None:
+                    mask, slot_of = masked.mask, masked.slot_of
                     # A node-level cell's node is named (str).
-                    if kid is first or (not mask[slot_of(kid.node, -1)] if masked is not None else kid.node not in allowed):  # type: ignore[arg-type]
-                        continue
+                    offered_kids = (kid for kid in walked if mask[slot_of(kid.node, -1)] and kid is not first)  # type: ignore[arg-type]
+                else:
+                    offered_kids = (kid for kid in walked if kid.node in allowed and kid is not first)
+                for kid in offered_kids:
                     searched += 1
                     found = best_spot(kid, level, gpus, view, allowed, child_indexes)
                     if found is not None:
