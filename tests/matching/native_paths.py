@@ -71,13 +71,15 @@ def random_bursts_start_alike(rng: random.Random, ways: Ways, *, gpu_bursts: int
         assert one == other
 
 
-def varied_bursts_start_alike(rng: random.Random, ways: Ways, *, bursts: int, interleaved: bool, no_time: float) -> None:
+def varied_bursts_start_alike(rng: random.Random, ways: Ways, *, bursts: int, interleaved: bool, no_time: float,
+                              free_of_a_kind: int | None = None) -> None:
     """The starts ``ways`` makes each way are the same on ``bursts`` random bursts (α 0.1-0.3,
     ties in half), where ``interleaved``: the free machines visited in a random order of kinds
     (``matched``'s ``machines``), so that starts on one kind come between two visits of another,
     which ``visiting_order`` (each kind's machines one after another) never has; and where a
     fraction ``no_time`` of the jobs takes no time on one of its kinds (a job started there
-    leaves its machine free, with the machines of its kind that wait as it does)."""
+    leaves its machine free, with the machines of its kind that wait as it does); at most
+    ``free_of_a_kind`` free machines of each kind (the others left out)."""
     from tests.matching.test_matching_walk_run import starts
 
     for _ in range(bursts):
@@ -88,6 +90,9 @@ def varied_bursts_start_alike(rng: random.Random, ways: Ways, *, bursts: int, in
                 jobs[at] = Job(name=job.name, user=job.user, arrival=job.arrival,
                                processing_time={**job.processing_time, rng.choice(sorted(job.processing_time)): 0.0})
         free: list[Machine] = arguments["free_machines"]
+        if free_of_a_kind is not None:
+            free = [machine for at, machine in enumerate(free)
+                    if sum(other.kind == machine.kind for other in free[:at]) < free_of_a_kind]
         busy: dict[Machine, float] = arguments["busy_until"]
         if interleaved:
             by_kind = {kind: [machine for machine in free if machine.kind == kind] for kind in sorted({machine.kind for machine in free})}

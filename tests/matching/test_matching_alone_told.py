@@ -92,6 +92,20 @@ def test_bursts_with_jobs_of_no_time_start_the_same_with_the_wait_counted_once(m
     assert seen[True, False, True] > 500 and seen[False, True, False] > 1000 and seen[False, False, False] > 200, seen
 
 
+@pytest.mark.parametrize("in_c", [True, False])
+def test_bursts_of_two_free_machines_a_kind_start_the_same_with_the_wait_counted_once(monkeypatch: pytest.MonkeyPatch,
+                                                                                       in_c: bool) -> None:
+    """Two free machines of each kind, most jobs taking no time on one kind: a job of no time
+    started on the first leaves it waiting what the second does, and no other machine: the one
+    count must tell two machines from one."""
+    monkeypatch.setattr(allox, "runs", allox.runs if in_c else None)
+    seen = kept_and_dropped(monkeypatch)
+    varied_bursts_start_alike(random.Random(27104), both_ways(monkeypatch), bursts=400, interleaved=False, no_time=0.6, free_of_a_kind=2)
+    # Machines free again told both ways: sharing their wait (a plan dropped for a queue on the
+    # other), and waiting it alone (the other started before: a plan kept).
+    assert seen[True, False, True] > 500 and seen[False, True, True] > 20, seen
+
+
 def test_admission_decides_the_same_with_the_wait_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
     live_states_decide_alike(random.Random(27102), both_ways(monkeypatch), states=10, options=({"alpha": 0.1}, {"alpha": 0.3}, {"alpha": 1.0}))
 
