@@ -38,6 +38,13 @@ _OVERCOMMITTABLE: Final = frozenset({RESOURCE_CPU, RESOURCE_MEMORY, "ephemeral-s
 _TOLERATION_KEYS: Final = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 _TOLERATION_OPERATORS: Final = ("Equal", "Exists")
 _TOLERATION_EFFECTS: Final = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
+# A toleration's key is a label key, its value (operator Equal) a label value: the API server
+# refuses the pod otherwise (ValidateTolerations), and every sampling run with it.
+_LABEL_NAME_RULE: Final = "up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+_LABEL_VALUE: Final = re.compile(r"(?=.{0,63}\Z)(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?", re.ASCII)
+_LABEL_KEY: Final = re.compile(
+    r"(?:(?=[^/]{1,253}/)[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(?=.{1,63}\Z)[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
 # The API server caps all annotations of an object at 256 KiB together.
 MAX_ANNOTATION_BYTES: Final = 256 * 1024
 # What AlloX books a machine by beside devices (placer/controller.py counts one pod of the rewrite
@@ -255,6 +262,9 @@ def _toleration_values(toleration: Mapping[str, Any], *, where: str) -> None:
     for name in ("key", "operator", "value", "effect"):
         if name in toleration and not isinstance(toleration[name], str):
             raise InvalidAnnotation(f"must be a string, got {toleration[name]!r}", field=f"{where}.{name}")
+    if toleration.get("key") and not _LABEL_KEY.fullmatch(toleration["key"]):
+        raise InvalidAnnotation(f"{toleration['key']!r} is not a taint key the API server takes: an optional DNS-subdomain "
+                                f"prefix and '/', then {_LABEL_NAME_RULE}", field=f"{where}.key")
     operator = toleration.get("operator") or "Equal"
     if operator not in _TOLERATION_OPERATORS:
         raise InvalidAnnotation(f"{operator!r} is not a toleration operator; expected {' or '.join(_TOLERATION_OPERATORS)}",
@@ -266,6 +276,9 @@ def _toleration_values(toleration: Mapping[str, Any], *, where: str) -> None:
         raise InvalidAnnotation("without a key the operator must be Exists (it tolerates every taint)", field=f"{where}.operator")
     if operator == "Exists" and toleration.get("value"):
         raise InvalidAnnotation("must be empty with operator Exists", field=f"{where}.value")
+    if operator == "Equal" and not _LABEL_VALUE.fullmatch(toleration.get("value", "")):
+        raise InvalidAnnotation(f"{toleration['value']!r} is not a taint value the API server takes: empty, or "
+                                f"{_LABEL_NAME_RULE}", field=f"{where}.value")
     if "tolerationSeconds" in toleration:
         seconds = toleration["tolerationSeconds"]
         if isinstance(seconds, bool) or not isinstance(seconds, int):
