@@ -327,6 +327,11 @@ class EstimatorController:
             listed = {job.metadata.uid for job in jobs if ANNOTATION_CONFIGURATIONS in job.annotations}
             for uid in set(self._jobs) - listed:
                 self._forget_job(uid)
+            # A Job followed for its misplaced annotations alone and gone from the list (deleted
+            # while the watch was down) is forgotten as at its deletion: not told, not kept.
+            present = {job.metadata.uid for job in jobs}
+            for uid in (set(self._misplaced) | set(self._misplaced_untold)) - present:
+                self._forget_misplaced(uid)
         for job in jobs:
             self._apply_job(job)
 
