@@ -424,15 +424,30 @@ def _estimating(job: JobFacts, view: CellfitView, estimated: Condition | None) -
     tail += f"; failed {', '.join(failed)}" if failed else ""
     message = str(entry.get("message") or "")
     return _sampling_kept_off(job, view, Answer(reason="estimating", summary=head + tail,
-                                                details=((message,) if message else ()) + _never_sampled(job) + _estimator_details(view)))
+                                                details=((message,) if message else ()) + _never_sampled(job, samples)
+                                                + _estimator_details(view)))
 
 
-def _never_sampled(job: JobFacts) -> tuple[str, ...]:
+def _never_sampled(job: JobFacts, samples: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """The configurations the estimator will not sample while it samples the others (no node could
     ever run them), from their ConfigurationNeverRuns Events: the samples alone read "0 of 1
-    samples done", as if the Job had one configuration."""
+    samples done", as if the Job had one configuration. An Event whose configurations are all
+    sampled now is left out: it stays an hour, and a node that runs them may have joined since."""
+    sampled = {str(s.get("configuration")) for s in samples}
     said = dict.fromkeys(e.message for e in job.events if e.reason == "ConfigurationNeverRuns")
-    return tuple(said)
+    return tuple(message for message in said if not _named_never_sampled(message) <= sampled)
+
+
+def _named_never_sampled(message: str) -> frozenset[str]:
+    """The configurations a ConfigurationNeverRuns Event names; where it does not read so, the
+    message itself, which no sample names (so it is told as it is)."""
+    lead = _NEVER_SAMPLED.match(message)
+    return frozenset(lead.group(1).split(" and ")) if lead is not None else frozenset({message})
+
+
+# The lead of a ConfigurationNeverRuns Event (estimator/controller.py): "cpu is not sampled: ...",
+# "big and cpu are not sampled: ...".
+_NEVER_SAMPLED: Final = re.compile(r"(.+?) (?:is|are) not sampled: ")
 
 
 def _sampling_kept_off(job: JobFacts, view: CellfitView, answer: Answer) -> Answer:
