@@ -501,7 +501,11 @@ class EstimatorController:
             base = (set(self._jobs) - set(self._views)) | unsettled if everything else set()
             chosen = (base | self._dirty | self._waiting) & set(self._jobs)
             self._dirty.clear()
-            jobs = sorted((self._jobs[uid] for uid in chosen), key=lambda j: (j.metadata.creationTimestamp or "", j.metadata.name))
+            # A Job whose last sampling pod was refused for a missing PriorityClass comes last: its
+            # runs, tried again every pass until the class exists, take only the budget the others
+            # leave (first, they took it at every pass from every younger Job, for ever).
+            jobs = sorted((self._jobs[uid] for uid in chosen),
+                          key=lambda j: (j.metadata.uid in self._class_refused, j.metadata.creationTimestamp or "", j.metadata.name))
             pods = {uid: self._pods_of(uid) for uid in chosen}
             # What each Job's sampling pods hold, recounted only for the Jobs whose objects changed
             # (a pod event marks its Job dirty): a pass must not cost every pod of every Job.
@@ -591,6 +595,7 @@ class EstimatorController:
                 # created once the class exists.
                 self._event(job, "SamplingPodRejected", self._no_priority_class(missing), warning=True, once=f"no PriorityClass {missing}")
                 self._class_refused[job.metadata.uid] = missing
+                self._not_held(job, body)
                 if missing not in self._missing_classes:
                     self._missing_classes.add(missing)
                     log.warning("sampling pods not created: their PriorityClass does not exist",
@@ -606,6 +611,22 @@ class EstimatorController:
         else:
             self._missing_classes.discard(body["spec"].get("priorityClassName") or "")
             self._class_refused.pop(job.metadata.uid, None)
+
+    def _not_held(self, job: Job, body: Mapping[str, Any]) -> None:
+        """A run counted as held when its creation was sent (reconcile), not created: it holds
+        nothing until the Job's next recount (the loop is not woken for it: the Job, waiting for
+        the budget itself, would be tried again at once, and fail again)."""
+        configurations = self._configurations(job)
+        kind = body["metadata"]["annotations"][ANNOTATION_SAMPLE_CONFIGURATION]
+        if configurations is None or kind not in configurations:
+            return
+        cpu, gpus = self._cost(configurations[kind])
+        with self._lock:
+            before = self._holding.get(job.metadata.uid)
+            if before is None or before.count == 0:
+                return  # recounted since: the watch holds no such pod
+            self._holding[job.metadata.uid] = replace(before, cpu=max(0, before.cpu - cpu), gpus=max(0, before.gpus - gpus),
+                                                      count=before.count - 1)
 
     def _priority_class_field(self) -> str:
         return "estimator.priorityClassName" if self._settings.priority_class_name else "spec.template.spec.priorityClassName"
