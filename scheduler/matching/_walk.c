@@ -31,18 +31,7 @@
  *   it started nothing (allox._starts_nothing_after).
  *   Returns the visit allox.py walks next (it decides it itself), how many starts were made,
  *   the indices of plans a start dropped, the (plan index, machine) of each start off a given
- *   plan, and the plans made here that are left, each (members, used, queued, taken): lists.
- *
- * solving_run(..., passed, solve) -> (next_visit, starts, dropped, pops, made, solved)
- *   uncontended_run, going on through the visits whose set's jobs contend (after a burst at
- *   small alpha, a GPU visit after another user's start: one user's ~50-70 jobs, each solve a new
- *   plan): solve(visit, starts) is asked for the ranking's first base users' plan there, after
- *   the run's first starts (out_rows ..): None (the run stops; the walk decides the visit), or
- *   the plan as a held one is given (members, bounds, queued, taken, used; taken written here,
- *   sharing memory with no other buffer), which the run then starts from and holds as it holds a
- *   given plan. solve may read, and must not write, the call's buffers. solved: the indices of
- *   the solves (0, 1, .. in the order asked and answered) whose plans are left. At most 256
- *   solves a call (then the run stops). */
+ *   plan, and the plans made here that are left, each (members, used, queued, taken): lists. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "_buffers.h"
@@ -69,7 +58,6 @@ typedef struct {
     int compact;
     Py_ssize_t given; /* index among the caller's plans; -1: made here */
     int alive;
-    Py_ssize_t solved; /* -1, or the index of the solve (solving_run's solve) that made it (its buffers Python's) */
     int64_t *owned; /* made here: members, queued, used and taken in one block */
 } Plan;
 
@@ -184,7 +172,7 @@ static int uncontended(Plan *plan, const Walk *walk, const int64_t *ranking, Py_
         queued[i] = by_kind[first[next] + placed[next]++];
         taken[i] = 0;
     }
-    *plan = (Plan){members, base, NULL, queued, count, taken, used, count, 1, -1, 1, -1, owned};
+    *plan = (Plan){members, base, NULL, queued, count, taken, used, count, 1, -1, 1, owned};
     return 1;
 }
 
@@ -248,20 +236,11 @@ static PyObject *listed(const int64_t *values, Py_ssize_t count) {
 }
 
 /* What the run hands back (see the header), or NULL with the error set. */
-static PyObject *answer(Py_ssize_t next, Py_ssize_t starts, const Plan *plans, Py_ssize_t plan_count, PyObject *pops, const Walk *walk,
-                        int solving) {
-    PyObject *dropped = PyList_New(0), *made = PyList_New(0), *solved = PyList_New(0), *result = NULL;
-    int failed = dropped == NULL || made == NULL || solved == NULL;
+static PyObject *answer(Py_ssize_t next, Py_ssize_t starts, const Plan *plans, Py_ssize_t plan_count, PyObject *pops, const Walk *walk) {
+    PyObject *dropped = PyList_New(0), *made = PyList_New(0), *result = NULL;
+    int failed = dropped == NULL || made == NULL;
     for (Py_ssize_t p = 0; !failed && p < plan_count; p++) {
         const Plan *plan = &plans[p];
-        if (plan->solved >= 0) {
-            if (plan->alive) {
-                PyObject *index = PyLong_FromSsize_t(plan->solved);
-                failed = index == NULL || PyList_Append(solved, index) < 0;
-                Py_XDECREF(index);
-            }
-            continue;
-        }
         if (plan->given >= 0) {
             if (!plan->alive) {
                 PyObject *index = PyLong_FromSsize_t(plan->given);
@@ -292,44 +271,35 @@ static PyObject *answer(Py_ssize_t next, Py_ssize_t starts, const Plan *plans, P
         failed = entry == NULL || PyList_Append(made, entry) < 0;
         Py_XDECREF(entry);
     }
-    if (!failed && solving) result = Py_BuildValue("(nnOOOO)", next, starts, dropped, pops, made, solved);
-    else if (!failed) result = Py_BuildValue("(nnOOO)", next, starts, dropped, pops, made);
+    if (!failed) result = Py_BuildValue("(nnOOO)", next, starts, dropped, pops, made);
     Py_XDECREF(dropped);
     Py_XDECREF(made);
-    Py_XDECREF(solved);
     return result;
 }
 
 /* The caller's plans (see the header), checked, into plans[0 .. count); their buffers in views
  * (4 a plan: members, bounds, queued, taken, used less the ones that are None). -1 with the
  * error set. */
-static int given_plan(PyObject *item, Plan *plan, Py_buffer *view, int *taken_views, const Walk *walk, Py_ssize_t p);
-
 static int given_plans(PyObject *list, Plan *plans, Py_buffer *views, int *taken_views, const Walk *walk) {
     Py_ssize_t count = PyList_GET_SIZE(list);
-    for (Py_ssize_t p = 0; p < count; p++)
-        if (given_plan(PyList_GET_ITEM(list, p), &plans[p], &views[5 * p], &taken_views[5 * p], walk, p) < 0) return -1;
-    return 0;
-}
-
-/* One plan as given_plans reads it, into plan (index p, in errors), its buffers in view[0 .. 5)
- * (taken_views[i] set for each taken). -1 with the error set. */
-static int given_plan(PyObject *item, Plan *plan, Py_buffer *view, int *taken_views, const Walk *walk, Py_ssize_t p) {
     static const Wanted wanted[5] = {{'q', 0, 1, "plan members"}, {'q', 0, 1, "plan bounds"}, {'q', 0, 1, "plan queued"},
                                      {'q', 1, 1, "plan taken"},   {'q', 0, 1, "plan used"}};
-    {
+    for (Py_ssize_t p = 0; p < count; p++) {
+        PyObject *item = PyList_GET_ITEM(list, p);
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 5) {
             PyErr_SetString(PyExc_TypeError, "uncontended_run: each plan a tuple (members, bounds, queued, taken, used)");
             return -1;
         }
         PyObject *bounds_object = PyTuple_GET_ITEM(item, 1);
         int empty = bounds_object == Py_None;
+        Py_buffer *view = &views[5 * p];
         for (int i = 0; i < 5; i++) {
             if (empty && (i == 1 || i == 2 || i == 4)) continue;
             if (take(PyTuple_GET_ITEM(item, i), &view[i], wanted[i].kind, wanted[i].writable, 1, wanted[i].name) < 0) return -1;
-            taken_views[i] = 1;
+            taken_views[5 * p + i] = 1;
         }
-        *plan = (Plan){view[0].buf, 0, NULL, NULL, 0, view[3].buf, NULL, 0, 0, p, 1, -1, NULL};
+        Plan *plan = &plans[p];
+        *plan = (Plan){view[0].buf, 0, NULL, NULL, 0, view[3].buf, NULL, 0, 0, p, 1, NULL};
         int valid = view[0].len / 8 == walk->users && view[3].len / 8 == walk->machines;
         for (Py_ssize_t u = 0; valid && u < walk->users; u++) {
             valid = plan->members[u] == 0 || plan->members[u] == 1;
@@ -392,70 +362,15 @@ static int taken_overlaps(const Py_buffer *views, const Wanted *wanted, int coun
     return 0;
 }
 
-/* Whether one of a plan's buffers just taken (view, written when writes) shares memory with a
- * buffer of the call that the run writes, or, when it is written, with any: every view of the
- * call (count, wanted) and of the plans before it (plan_count plans, 5 views each). */
-static int new_plan_overlaps(const Py_buffer *view, int writes, const Py_buffer *views, const Wanted *wanted, int count,
-                             const Py_buffer *plan_views, const int *plan_taken, Py_ssize_t plan_count) {
-    if (view->len == 0) return 0;
-    uintptr_t low = (uintptr_t)view->buf, high = low + (uintptr_t)view->len;
-    Py_ssize_t total = count + 5 * plan_count;
-    for (Py_ssize_t j = 0; j < total; j++) {
-        const Py_buffer *other = j < count ? &views[j] : &plan_views[j - count];
-        if (other == view || (j >= count && !plan_taken[j - count])) continue;
-        int other_writes = j < count ? wanted[j].writable : (j - count) % 5 == 3;
-        if ((!writes && !other_writes) || other->len == 0) continue;
-        uintptr_t other_low = (uintptr_t)other->buf, other_high = other_low + (uintptr_t)other->len;
-        if (low < other_high && other_low < high) return 1;
-    }
-    return 0;
-}
-
-/* The plan solve(visit, starts) answers (None: none, the run stops), as given_plan reads a
- * held plan, into plan, its buffers in views[5 * index ..]: 1, 0 for None, -1 with the error set. */
-static int solved_plan(PyObject *solve, Py_ssize_t visit, Py_ssize_t starts, Plan *plan, Py_buffer *views, int *taken_views, Py_ssize_t index,
-                       const Walk *walk, const Py_buffer *call_views, const Wanted *wanted, int count, Py_buffer *plan_views,
-                       int *plan_taken, Py_ssize_t given) {
-    PyObject *answered = PyObject_CallFunction(solve, "nn", visit, starts);
-    if (answered == NULL) return -1;
-    int found = answered != Py_None;
-    if (found && given_plan(answered, plan, &views[5 * index], &taken_views[5 * index], walk, index) < 0) found = -1;
-    Py_DECREF(answered);
-    for (int i = 0; found > 0 && i < 5; i++) {
-        /* Against the call's buffers, the caller's plans, the plans solved before it and its own. */
-        if (taken_views[5 * index + i] &&
-            (new_plan_overlaps(&views[5 * index + i], i == 3, call_views, wanted, count, plan_views, plan_taken, given) ||
-             new_plan_overlaps(&views[5 * index + i], i == 3, NULL, NULL, 0, views, taken_views, index + 1))) {
-            PyErr_Format(PyExc_ValueError, "solving_run: solve's plan %zd shares memory with a buffer the run reads or writes", index);
-            found = -1;
-        }
-    }
-    if (found < 0) {
-        /* Not counted among the solves: its buffers released here. */
-        for (int i = 0; i < 5; i++)
-            if (taken_views[5 * index + i]) PyBuffer_Release(&views[5 * index + i]);
-        for (int i = 0; i < 5; i++) taken_views[5 * index + i] = 0;
-        return -1;
-    }
-    if (found) {
-        plan->given = -1;
-        plan->solved = index;
-    }
-    return found;
-}
-
-/* uncontended_run, and with solving (solving_run), its solve. */
-static PyObject *walked(PyObject *args, int solving) {
-    enum { BUFFERS = 13, MOST_SOLVES = 256 };
-    PyObject *objects[BUFFERS], *plan_list, *value, *passed, *solve = NULL;
+static PyObject *uncontended_run(PyObject *self, PyObject *args) {
+    enum { BUFFERS = 13 };
+    PyObject *objects[BUFFERS], *plan_list, *value, *passed;
     Py_ssize_t start, base;
     double now, fleet_now;
-    if (solving ? !PyArg_ParseTuple(args, "OOOOOOOOOOOOOO!OnnddOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4],
-                                    &objects[5], &objects[6], &objects[7], &objects[8], &objects[9], &objects[10], &objects[11],
-                                    &objects[12], &PyList_Type, &plan_list, &value, &start, &base, &now, &fleet_now, &passed, &solve)
-                : !PyArg_ParseTuple(args, "OOOOOOOOOOOOOO!OnnddO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4],
-                                    &objects[5], &objects[6], &objects[7], &objects[8], &objects[9], &objects[10], &objects[11],
-                                    &objects[12], &PyList_Type, &plan_list, &value, &start, &base, &now, &fleet_now, &passed))
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOO!OnnddO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5],
+                          &objects[6], &objects[7], &objects[8], &objects[9], &objects[10], &objects[11], &objects[12], &PyList_Type,
+                          &plan_list, &value, &start, &base, &now, &fleet_now, &passed))
         return NULL;
     static const Wanted wanted[BUFFERS] = {{'q', 0, 1, "visits"},    {'q', 0, 1, "machine_kind"}, {'d', 1, 1, "delay"},
                                            {'d', 0, 2, "times"},     {'q', 0, 1, "fastest"},      {'q', 0, 1, "row_user"},
@@ -470,13 +385,9 @@ static PyObject *walked(PyObject *args, int solving) {
     int *plan_taken = PyMem_Calloc((size_t)(5 * given + 1), sizeof(int));
     int64_t *considered = NULL, *work = NULL, *index = NULL;
     PyObject *pops = NULL, *result = NULL;
-    Py_ssize_t plan_count = 0, solves = 0;
-    /* The plans solve answered: their buffers, held to the end of the call. */
-    Py_buffer *solved_views = solving ? PyMem_Calloc(5 * MOST_SOLVES, sizeof(Py_buffer)) : NULL;
-    int *solved_taken = solving ? PyMem_Calloc(5 * MOST_SOLVES, sizeof(int)) : NULL;
+    Py_ssize_t plan_count = 0;
     if (taken < BUFFERS || overlapping(views, wanted, BUFFERS, "uncontended_run")) goto done;
-    if (plans == NULL || plan_views == NULL || plan_taken == NULL || (pops = PyList_New(0)) == NULL ||
-        (solving && (solved_views == NULL || solved_taken == NULL))) {
+    if (plans == NULL || plan_views == NULL || plan_taken == NULL || (pops = PyList_New(0)) == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -559,19 +470,10 @@ static PyObject *walked(PyObject *args, int solving) {
             row = first_of(source, position);
         } else {
             if (plan_count - given == MOST_PLANS) plan_count = compacted(plans, given, plan_count);
-            int room = plan_count - given < MOST_PLANS;
-            int found = room ? uncontended(&made, &walk, ranking, base, work) : 0;
+            int found = plan_count - given < MOST_PLANS ? uncontended(&made, &walk, ranking, base, work) : 0;
             if (found < 0) {
                 PyErr_NoMemory();
                 goto done;
-            }
-            if (!found && room && solving && solves < MOST_SOLVES) {
-                /* A set whose jobs contend: its plan solved in Python (the tests before a solve
-                 * there, which may decline it), then carried on here as a held plan. */
-                found = solved_plan(solve, visit, starts, &made, solved_views, solved_taken, solves, &walk, views, wanted, BUFFERS, plan_views,
-                                    plan_taken, given);
-                if (found < 0) goto done;
-                solves += found;
             }
             if (found) row = first_of(&made, position);
         }
@@ -589,7 +491,7 @@ static PyObject *walked(PyObject *args, int solving) {
             if (isnan(progressed)) row = -1; /* a ranking with NaN is Python's sort's to make */
         }
         if (row < 0) {
-            PyMem_Free(made.owned); /* allox.py makes it again (the same rows and waits); a solved one is not carried */
+            PyMem_Free(made.owned); /* allox.py makes it again (the same rows and waits) */
             break;
         }
         if (source == NULL) {
@@ -626,12 +528,8 @@ static PyObject *walked(PyObject *args, int solving) {
         passed_known = 0;
         visit++;
     }
-    result = answer(visit, starts, plans, plan_count, pops, &walk, solving);
+    result = answer(visit, starts, plans, plan_count, pops, &walk);
 done:
-    for (Py_ssize_t i = 0; solved_taken != NULL && i < 5 * solves; i++)
-        if (solved_taken[i]) PyBuffer_Release(&solved_views[i]);
-    PyMem_Free(solved_views);
-    PyMem_Free(solved_taken);
     for (Py_ssize_t p = given; plans != NULL && p < plan_count; p++) PyMem_Free(plans[p].owned);
     for (Py_ssize_t i = 0; plan_taken != NULL && i < 5 * given; i++)
         if (plan_taken[i]) PyBuffer_Release(&plan_views[i]);
@@ -646,23 +544,10 @@ done:
     return result;
 }
 
-static PyObject *uncontended_run(PyObject *self, PyObject *args) {
-    (void)self;
-    return walked(args, 0);
-}
-
-static PyObject *solving_run(PyObject *self, PyObject *args) {
-    (void)self;
-    return walked(args, 1);
-}
-
 static PyMethodDef methods[] = {
     {"uncontended_run", uncontended_run, METH_VARARGS,
      "uncontended_run(visits, machine_kind, delay, times, fastest, row_user, waiting, ranking, progress, out_rows, out_visits, out_waits, "
      "out_old, plans, value, start, base, now, fleet_now, passed): a run of Algorithm 2's visits (see the header)"},
-    {"solving_run", solving_run, METH_VARARGS,
-     "solving_run(visits, ..., passed, solve): uncontended_run, going on through visits whose set's plan solve(visit, starts) answers "
-     "(see the header)"},
     {NULL, NULL, 0, NULL},
 };
 

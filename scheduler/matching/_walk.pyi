@@ -15,9 +15,3 @@ def uncontended_run(visits: _Ints, machine_kind: _Ints, delay: _Floats, times: _
                     ranking: _Ints, progress: _Floats, out_rows: _Ints, out_visits: _Ints, out_waits: _Floats, out_old: _Floats,
                     plans: list[_HeldPlan], value: Callable[[int, int], float] | None, start: int, base: int, now: float, fleet_now: float,
                     passed: tuple[int, float, int] | None, /) -> tuple[int, int, list[int], list[tuple[int, int]], list[_MadePlan]]: ...
-
-def solving_run(visits: _Ints, machine_kind: _Ints, delay: _Floats, times: _Floats, fastest: _Ints, row_user: _Ints, waiting: _Ints,
-                ranking: _Ints, progress: _Floats, out_rows: _Ints, out_visits: _Ints, out_waits: _Floats, out_old: _Floats,
-                plans: list[_HeldPlan], value: Callable[[int, int], float] | None, start: int, base: int, now: float, fleet_now: float,
-                passed: tuple[int, float, int] | None, solve: Callable[[int, int], tuple[_Ints, _Ints, _Ints, _Ints, _Ints] | None],
-                /) -> tuple[int, int, list[int], list[tuple[int, int]], list[_MadePlan], list[int]]: ...

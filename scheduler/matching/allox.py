@@ -231,18 +231,12 @@ class AlloxScheduler:
                 if run is None and runs is not None:
                     run = _Run.of(extension=runs, free_machines=free_machines, machines=arrays, every_job=every_job, left=left,
                                   names=ranking, delay=delay, shares=shares, named=named)
-                # The run solves on the machines as this walk would (their kind orders moved
-                # from ``orders``, and handed back moved), where the walk's state allows it.
-                solving = _Solving(arrays, raise_alpha_when_idle=self.raise_alpha_when_idle) if _SOLVES_IN_RUNS else None
                 carried = run.walk(at, delay=delay, machine_kind=arrays.machine_kind, fleet_now=arrays.now, now=now, plans=plans,
                                    ranking=ranking, progress=progress, base=base, ranked=ranked, passed=passed if _SKIP_PASSED else None,
                                    started=started, waiting=waiting, runnable=runnable, vacancy=vacancy, shifted=shifted,
-                                   ended=ended, solving=solving) if run is not None else _Carried(at, 0, ranking)
+                                   ended=ended) if run is not None else _Carried(at, 0, ranking)
                 resume = handed_back = carried.next_visit
                 run_worth = carried.starts > 0
-                if carried.machines is not None:
-                    arrays = carried.machines
-                    orders = arrays.orders
                 if carried.starts:
                     ranking = carried.ranking
                     moved = True
@@ -610,14 +604,6 @@ _SKIP_UNREACHED = True
 # other machine of the kind waits that (the tests compare both ways).
 _ALONE_TOLD = True
 
-# Off: a run of visits in C (_Run) stops at a set whose jobs contend, which the walk solves; on,
-# the run asks Python for that plan (_Run._solved_at) and goes on, the same decisions (the tests
-# compare both ways; after a burst at α = 0.1 the decision's CPU ~0.93-0.96x, MEASUREMENTS.md).
-# Off by default until the tests that count the Python walk's own steps on the benchmark's burst
-# (test_matching_alone_told's kept_after answers, test_matching_walk_shortcuts' machines passed)
-# count them with it off: on, those steps are taken in C.
-_SOLVES_IN_RUNS = False
-
 # _Users names the walk's user sets by the ranking (_UserSet) from more users than this;
 # up to it, frozensets of the users, as cheap there (the tests set it to 0 and 10**9).
 _NAMED_FROM = 64
@@ -980,59 +966,6 @@ class _Carried:
     next_visit: int
     starts: int
     ranking: list[str]
-    # The machines as the run's last solve had them (their kind orders moved to its waits), for
-    # the walk's next solve to move on from; None: the run solved nothing.
-    machines: Fleet | None = None
-
-
-class _Solving:
-    """The machines as :meth:`AlloxScheduler.matched` solves a plan on them, for a run that goes
-    on through solves (:meth:`_Run.walk`): its kind orders moved by the starts since the last
-    solve, as the walk moves them before its own."""
-
-    def __init__(self, machines: Fleet, *, raise_alpha_when_idle: bool) -> None:
-        self.machines = machines
-        self.raise_alpha_when_idle = raise_alpha_when_idle
-        # Whether the machines were moved (the walk's list of machines started since was then
-        # cleared: the walk goes on from these machines, also where the run started nothing).
-        self.moved_here = False
-
-    def moved(self, delay: FloatArray, shifted: list[int]) -> Fleet:
-        """The machines waiting ``delay`` (``shifted``: the machines started since they were
-        last moved, cleared), their kind orders sorted once and then moved, as the walk does."""
-        machines = self.machines
-        orders = _reordered(machines.orders, shifted, delay, machines.machine_kind)
-        shifted.clear()
-        self.moved_here = True
-        machines = _moved_to(machines, delay=delay, orders=orders)
-        if machines.orders is None:
-            machines = replace(machines, orders=kind_orders(machine_kind=machines.machine_kind, available=machines.delay,
-                                                            kind_count=len(machines.kinds)))
-        self.machines = machines
-        return machines
-
-
-@dataclass(slots=True)
-class _RunState:
-    """The walk's state a run carries its starts into (:meth:`_Run.walk`), and how far it has."""
-
-    delay: FloatArray
-    machine_kind: IntArray
-    now: float
-    progress: dict[str, float]
-    progressed: FloatArray
-    order: IntArray
-    base: int
-    ranked: bool
-    started: list[Assignment]
-    waiting: dict[str, Job]
-    runnable: dict[str, dict[str, int]]
-    vacancy: _Vacancy | None
-    shifted: list[int]
-    ended: dict[str, int]
-    solving: _Solving | None
-    carried: int = 0
-    solved: list[tuple[_Set, _Plan, IntArray]] = field(default_factory=list)
 
 
 class _Run:
@@ -1044,12 +977,7 @@ class _Run:
     cannot decide alone (a plan that leaves the machine empty: §4.4's raise; a set whose jobs
     contend: a solve), which the walk in Python takes, and what it started is carried into the
     walk's state here, as the walk's own starts would have left it. After a burst at small α
-    those are the ~400 GPU visits (~30 µs each in Python, ~3 µs here). With ``solving_run``
-    (``_SOLVES_IN_RUNS``) a set whose jobs contend does not stop the run: it asks
-    :meth:`_solved_at` for the plan the walk would solve there (the run's starts carried first,
-    then the walk's tests before a solve, each of which hands the visit back when it tells),
-    and goes on from it, its start and the rest of the bookkeeping in C (after a burst at
-    α = 0.1 the ~50 GPU visits after another user's start, each one user's new plan)."""
+    those are the ~400 GPU visits (~30 µs each in Python, ~3 µs here)."""
 
     def __init__(self, *, extension: ModuleType, free_machines: Sequence[Machine], machines: Fleet, every_job: Problem, left: _Left,
                  names: Sequence[str], shares: ShareModel, named: _Users) -> None:
@@ -1093,116 +1021,47 @@ class _Run:
     def walk(self, at: int, *, delay: FloatArray, machine_kind: IntArray, fleet_now: float, now: float,
              plans: dict[_Set, _Plan | _Deferred], ranking: list[str], progress: dict[str, float], base: int, ranked: bool,
              passed: tuple[int, float, int] | None, started: list[Assignment], waiting: dict[str, Job], runnable: dict[str, dict[str, int]],
-             vacancy: _Vacancy | None, shifted: list[int], ended: dict[str, int], solving: _Solving | None = None) -> _Carried:
+             vacancy: _Vacancy | None, shifted: list[int], ended: dict[str, int]) -> _Carried:
         """The run from visit ``at``, its starts carried into the walk's state (each argument as
-        :meth:`AlloxScheduler.matched` holds it; ``plans`` holds no :class:`_Deferred`).
-        ``solving``: the run also goes on through visits whose set's plan the walk would solve
-        (:meth:`_solved_at`), where the extension has ``solving_run``."""
+        :meth:`AlloxScheduler.matched` holds it; ``plans`` holds no :class:`_Deferred`)."""
         held = [(users, plan) for users, plan in plans.items() if isinstance(plan, _Plan)]
         order = np.fromiter((self._number[user] for user in ranking), dtype=np.int64, count=len(ranking))
         progressed = np.fromiter((progress.get(user, 0.0) for user in self._names), dtype=np.float64, count=len(self._names))
-        state = _RunState(delay=delay, machine_kind=machine_kind, now=now, progress=progress, progressed=progressed, order=order, base=base,
-                          ranked=ranked, started=started, waiting=waiting, runnable=runnable, vacancy=vacancy, shifted=shifted, ended=ended,
-                          solving=solving)
-        arguments = (self._visits, machine_kind, delay, self._times, self._left.fastest, self._row_user, self._left.waiting_flags, order,
-                     progressed, self._out_rows, self._out_visits, self._out_waits, self._out_old,
-                     [self._given(users, plan, len(delay)) for users, plan in held], self._value if ranked else None, at, base, now, fleet_now,
-                     passed)
-        solved: list[int] = []
-        if solving is not None and hasattr(self._extension, "solving_run"):
-            next_visit, count, dropped, pops, made, solved = self._extension.solving_run(
-                *arguments, lambda visit, starts: self._solved_at(visit, starts, state))
-        else:
-            next_visit, count, dropped, pops, made = self._extension.uncontended_run(*arguments)
-        moved = solving.machines if solving is not None and solving.moved_here else None
+        next_visit, count, dropped, pops, made = self._extension.uncontended_run(
+            self._visits, machine_kind, delay, self._times, self._left.fastest, self._row_user, self._left.waiting_flags, order, progressed,
+            self._out_rows, self._out_visits, self._out_waits, self._out_old, [self._given(users, plan, len(delay)) for users, plan in held],
+            self._value if ranked else None, at, base, now, fleet_now, passed)
         if not count:
-            return _Carried(next_visit, 0, ranking, moved)
-        self._carried(count, state)
+            return _Carried(next_visit, 0, ranking)
+        rows = self._out_rows[:count].tolist()
+        for row, visit in zip(rows, self._out_visits[:count].tolist()):
+            machine, job = self._free_machines[visit], self._jobs[row]
+            started.append(Assignment.starting(job, machine, now))
+            del waiting[job.name]
+            _no_longer_waiting(runnable, job)
+            ended[machine.kind] = base
+        positions = self._visits[self._out_visits[:count]].tolist()
+        if vacancy is not None:
+            vacancy.moved_all(positions, self._out_old[:count].tolist(), self._out_waits[:count].tolist())
+        shifted.extend(positions)
+        if ranked:
+            for user in dict.fromkeys(self._jobs[row].user for row in rows):  # each user's progress after its last start
+                progress[user] = float(progressed[self._number[user]])
+        self._left.removed(rows)
         for index, position in pops:
             held[index][1].pop(position)
         for index in dropped:
             del plans[held[index][0]]
-        for index in solved:
-            users, plan, taken = state.solved[index]
-            plan.taken = {position: int(taken[position]) for position in np.flatnonzero(taken).tolist()}
-            plans[users] = plan
-        for members, used, queued, taken_machines in made:
+        for members, used, queued, taken in made:
             machines_used = np.array(used, dtype=np.int64)
             bounds = np.zeros(len(delay) + 1, dtype=np.int64)
             bounds[machines_used + 1] = 1
             np.cumsum(bounds, out=bounds)
-            users = self._users_of(np.array(members, dtype=np.int64))
+            users = (frozenset(self._names[user] for user in members) if self._named.plain
+                     else self._named.of(self._renamed[np.array(members, dtype=np.int64)]))
             plans[users] = _Plan(self._jobs, machine_kind, bounds, np.array(queued, dtype=np.int64),
-                                                                           dict.fromkeys(taken_machines, 1), machines_used)
-        return _Carried(next_visit, count, [self._names[user] for user in order.tolist()] if ranked else ranking, moved)
-
-    def _users_of(self, members: IntArray) -> _Set:
-        """The user set of the run's user numbers ``members``, as the walk names it."""
-        return frozenset(self._names[user] for user in members.tolist()) if self._named.plain else self._named.of(self._renamed[members])
-
-    def _carried(self, count: int, state: _RunState) -> None:
-        """The run's starts up to ``count`` (those since the last carried) into the walk's state."""
-        first, state.carried = state.carried, count
-        if count <= first:
-            return
-        rows = self._out_rows[first:count].tolist()
-        for row, visit in zip(rows, self._out_visits[first:count].tolist()):
-            machine, job = self._free_machines[visit], self._jobs[row]
-            state.started.append(Assignment.starting(job, machine, state.now))
-            del state.waiting[job.name]
-            _no_longer_waiting(state.runnable, job)
-            state.ended[machine.kind] = state.base
-        positions = self._visits[self._out_visits[first:count]].tolist()
-        if state.vacancy is not None:
-            state.vacancy.moved_all(positions, self._out_old[first:count].tolist(), self._out_waits[first:count].tolist())
-        state.shifted.extend(positions)
-        if state.ranked:
-            for user in dict.fromkeys(self._jobs[row].user for row in rows):  # each user's progress after its last start
-                state.progress[user] = float(state.progressed[self._number[user]])
-        self._left.removed(rows)
-
-    def _solved_at(self, visit: int, starts: int, state: _RunState) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray] | None:
-        """``solving_run``'s solve: at visit ``visit``, after the run's first ``starts`` starts
-        (carried here first), the considered users' plan as the walk's visit solves it there,
-        for the run to go on with (members, bounds, queued, taken, used); None where the walk
-        would not solve it there (no waiting job, a bound that tells the machine empty, a plan
-        solved ahead): the run stops and the walk decides the visit."""
-        solving = state.solving
-        assert solving is not None
-        self._carried(starts, state)
-        ranking = [self._names[user] for user in state.order.tolist()]
-        considered = self._named.prefix(ranking, state.base)
-        position, machine = int(self._visits[visit]), self._free_machines[visit]
-        rows = self._left.rows(considered)
-        if not rows.shape[0]:
-            return None
-        vacancy = state.vacancy
-        # The walk's tests before a solve, in its order (AlloxScheduler.matched: the set was
-        # declined by the uncontended test, nothing is known of its plan, no plan solved ahead).
-        if vacancy is not None:
-            if not _NEST_TESTS and vacancy.empty(self._left.rows(None), position):
-                return None
-            if vacancy.empty(rows, position):
-                return None
-        arrays = solving.moved(state.delay, state.shifted)
-        if _LOOK_AHEAD and _CARRY_EMPTY and vacancy is not None and solving.raise_alpha_when_idle:
-            guess = state.ended.get(machine.kind)
-            kind_runnable = state.runnable.get(machine.kind, {})
-            if _SEARCH_AHEAD and guess is not None and _Ahead.searched(self._named, ranking, state.base, kind_runnable, guess, self._left,
-                                                                      arrays, position, state.delay, vacancy) is not None:
-                return None
-            if _ahead_count(ranking, state.base, kind_runnable, guess):
-                return None
-        plan = self._left.solved(rows, arrays)
-        if plan.bounds is None or plan.queued is None:
-            return None
-        bounds = np.ascontiguousarray(plan.bounds, dtype=np.int64)
-        plan.used = np.flatnonzero(np.diff(bounds))
-        members = np.zeros(len(self._names), dtype=np.int64)
-        members[state.order[: state.base]] = 1
-        taken = np.zeros(len(state.delay), dtype=np.int64)
-        state.solved.append((considered, plan, taken))
-        return members, bounds, np.ascontiguousarray(plan.queued, dtype=np.int64), taken, np.ascontiguousarray(plan.used, dtype=np.int64)
+                                                                           dict.fromkeys(taken, 1), machines_used)
+        return _Carried(next_visit, count, [self._names[user] for user in order.tolist()] if ranked else ranking)
 
     def _given(self, users: _Set, plan: _Plan,
                machines: int) -> tuple[IntArray, IntArray | None, IntArray | None, IntArray, IntArray | None]:
