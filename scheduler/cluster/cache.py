@@ -1091,7 +1091,12 @@ class ClusterCache:
         log.info("finishing a preemption recorded on its preemptor: its victims' Job counts, resume holds and Events",
                  extra={"pod": preemptor.key, "node": record.node, "jobs": sorted(f"{job.namespace}/{job.name}" for job in owed.jobs.values())})
         told = finished_preempted_message(preemptor=preemptor.key, node=record.node)
-        owners = {uid: shown.owner for uid in owed.pods if (shown := self._pods.get(uid)) is not None}  # victims still watched
+        # A victim's Job, for its PodPreempted Event: the record's resume hold names it under its
+        # Job, the one a victim deleted already (the usual case after a restart) still has; else
+        # the owner of the victim still watched.
+        owners: dict[str, OwnerRef | None] = {victim: OwnerRef(kind="Job", name=job.name, uid=job_uid)
+                                              for job_uid, job in owed.jobs.items() for victim in job.holds}
+        owners.update({uid: shown.owner for uid in owed.pods if uid not in owners and (shown := self._pods.get(uid)) is not None})
         engine = self._engine
         # Read now, under the engine lock: a hold given here that has ended since is not written back.
         ended = {(job_uid, victim) for job_uid, job in owed.jobs.items() for victim in job.holds
