@@ -72,20 +72,28 @@ def random_bursts_start_alike(rng: random.Random, ways: Ways, *, gpu_bursts: int
 
 
 def varied_bursts_start_alike(rng: random.Random, ways: Ways, *, bursts: int, interleaved: bool, no_time: float,
-                              free_of_a_kind: int | None = None) -> None:
+                              free_of_a_kind: int | None = None, close_times: bool = False) -> None:
     """The starts ``ways`` makes each way are the same on ``bursts`` random bursts (α 0.1-0.3,
     ties in half), where ``interleaved``: the free machines visited in a random order of kinds
     (``matched``'s ``machines``), so that starts on one kind come between two visits of another,
     which ``visiting_order`` (each kind's machines one after another) never has; and where a
     fraction ``no_time`` of the jobs takes no time on one of its kinds (a job started there
     leaves its machine free, with the machines of its kind that wait as it does); at most
-    ``free_of_a_kind`` free machines of each kind (the others left out)."""
+    ``free_of_a_kind`` free machines of each kind (the others left out); where ``close_times``,
+    each job's kinds take within twice each other's time, either the faster (so that a start's
+    new wait is often past every job's margin between two kinds, and a free machine's not)."""
     from tests.matching.test_matching_walk_run import starts
 
     for _ in range(bursts):
         arguments, alpha = burst(rng)
         jobs: list[Job] = arguments["pending_jobs"]
         for at, job in enumerate(jobs):
+            if close_times:
+                fastest = min(job.processing_time.values())
+                faster = rng.choice(sorted(job.processing_time))
+                times = {kind: fastest if kind == faster else fastest * (rng.choice([1.0, 2.0]) if fastest.is_integer() else rng.uniform(1.0, 1.9))
+                         for kind in job.processing_time}
+                job = jobs[at] = Job(name=job.name, user=job.user, arrival=job.arrival, processing_time=times)
             if rng.random() < no_time:
                 jobs[at] = Job(name=job.name, user=job.user, arrival=job.arrival,
                                processing_time={**job.processing_time, rng.choice(sorted(job.processing_time)): 0.0})

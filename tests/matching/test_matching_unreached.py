@@ -14,8 +14,11 @@ only brought up to date across starts on its own kind, whose moves no row counts
 the class's kind waiting at least the class's wait): there the skip cannot decide otherwise than
 the sum, whatever its reach. It decides something only across starts on another kind, between
 two visits of the class: bursts visited with their kinds interleaved (``matched``'s
-``machines``) have them, and are compared both ways too, with the moves of other kinds both
-skipped and summed counted.
+``machines``) have them, and are compared both ways too. A start moves a free machine (wait 0),
+so another kind's moves are skipped where no job is faster on that kind than on the class's
+(the reach is at most 0) and summed otherwise: bursts of jobs all faster on a GPU have both,
+bursts where each kind is some job's faster by less than its time have only the second, where
+a reach off by a step or a skip of partly unreached moves would skip.
 """
 
 from __future__ import annotations
@@ -160,15 +163,28 @@ def test_random_bursts_start_the_same_with_unreached_moves_skipped(monkeypatch: 
 
 @pytest.mark.parametrize("in_c", [True, False])
 def test_interleaved_bursts_start_the_same_with_unreached_moves_skipped(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
-    """Starts on GPUs between two visits of CPU slots move machines that the CPU slots' ``N``
-    counts (a GPU free now, for the jobs slower on a CPU by more than its time) or that it no
-    longer counts (a GPU busy for longer than any job's margin): both kinds of moves came, and the
+    """Starts on CPU slots between two visits of GPUs move machines that no job counts at a
+    GPU's class (every job is slower on a CPU slot): skipped; starts on GPUs between two visits
+    of CPU slots move free GPUs, which the CPU slots' ``N`` counts: summed. Both came, and the
     starts are those of summing every move."""
     monkeypatch.setattr(allox, "runs", allox.runs if in_c else None)
     seen = counted_other_kinds(monkeypatch)
     varied_bursts_start_alike(random.Random(28104), both_ways(monkeypatch), bursts=200, interleaved=True, no_time=0.0)
     skipped = seen["asked"] - seen["summed"]
     assert skipped > 300 and seen["summed"] > 500, seen
+
+
+@pytest.mark.parametrize("in_c", [True, False])
+def test_interleaved_bursts_of_close_times_start_the_same_with_unreached_moves_skipped(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
+    """Each job's kinds within twice each other's time, either the faster: each kind is some
+    job's faster by less than its time, so the reach of each other kind is above a free
+    machine's wait and below most started jobs' ends (or their second step), and every move of
+    another kind must be summed, which a reach a step short, or a skip of moves only some of
+    which are unreached, would not."""
+    monkeypatch.setattr(allox, "runs", allox.runs if in_c else None)
+    seen = counted_other_kinds(monkeypatch)
+    varied_bursts_start_alike(random.Random(28105), both_ways(monkeypatch), bursts=250, interleaved=True, no_time=0.0, close_times=True)
+    assert seen["summed"] == seen["asked"] > 1000, seen
 
 
 def test_admission_decides_the_same_with_unreached_moves_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
