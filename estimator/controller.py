@@ -1096,12 +1096,14 @@ class EstimatorController:
         if decision.estimates is None:
             # Nothing of the Job's runs under way, only held back: it waits for the budget (its
             # short runs waiting on long ones not yet created are no progress either).
+            # The missing class before the budget: such a Job comes last in a pass (reconcile), so
+            # its runs often wait for the budget, and none would be created once there is room.
             refused_class = self._class_refused.get(job.metadata.uid)
-            if waiting and waiting == len(decision.create) and not any(p.state in ("pending", "running") for p in sample_pods):
-                self._view(job, "waiting-for-capacity", f"{waiting} sampling runs wait for the sampling budget (estimator.maxClusterShare){joining}", samples=rows)
-            elif refused_class is not None and not any(p.state in ("pending", "running") for p in sample_pods):
+            if refused_class is not None and not any(p.state in ("pending", "running") for p in sample_pods):
                 self._view(job, "sampling", f"sampling pods not created: their PriorityClass '{refused_class}' "
                                                     f"({self._priority_class_field()}) does not exist{joining}", samples=rows)
+            elif waiting and waiting == len(decision.create) and not any(p.state in ("pending", "running") for p in sample_pods):
+                self._view(job, "waiting-for-capacity", f"{waiting} sampling runs wait for the sampling budget (estimator.maxClusterShare){joining}", samples=rows)
             else:
                 self._view(job, "sampling", _runs_message(decision, sample_pods, starting=len(creations), held=waiting) + joining, samples=rows)
             return creations

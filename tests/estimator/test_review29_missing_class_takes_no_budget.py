@@ -62,3 +62,14 @@ def test_the_older_job_is_sampled_once_its_class_exists_and_the_budget_frees() -
     for _ in range(2):
         estimator.reconcile(everything=True)
     assert created_of(api, "a") != []
+
+
+def test_the_older_job_waiting_behind_the_budget_is_still_told_its_class_is_missing() -> None:
+    """Last in the pass, its runs may wait for the budget: its view still names the class, the
+    reason none of them will be created once there is room."""
+    api, estimator, _ = two_jobs()
+    for _ in range(3):
+        estimator.reconcile(everything=True)
+    views = {entry["name"]: entry for entry in estimator.inspect()["jobs"]}
+    assert (views["a"]["state"], views["a"]["message"]) == (
+        "sampling", "sampling pods not created: their PriorityClass 'typo-class' (spec.template.spec.priorityClassName) does not exist")
