@@ -31,7 +31,7 @@ from placer.holding import JobPods, bound_in_this_run
 from scheduler.cluster.api import Kind, KubernetesApi, WatchExpired
 from scheduler.cluster.feed import InterchangeableJobs, SamplingPods, followed
 from scheduler.cluster.pacing import InThread, Pacing, Steps
-from scheduler.cluster.preempted_jobs import tell_job_of_preempted
+from scheduler.cluster.preempted_jobs import JOB_API_VERSION, JOB_KIND, tell_job_of_preempted
 from scheduler.cluster.reflector import Reflector
 from scheduler.cluster.writes import Writes
 from scheduler.cells import bindinfo
@@ -1091,12 +1091,13 @@ class ClusterCache:
         log.info("finishing a preemption recorded on its preemptor: its victims' Job counts, resume holds and Events",
                  extra={"pod": preemptor.key, "node": record.node, "jobs": sorted(f"{job.namespace}/{job.name}" for job in owed.jobs.values())})
         told = finished_preempted_message(preemptor=preemptor.key, node=record.node)
-        # A victim's Job, for its PodPreempted Event: the record's resume hold names it under its
-        # Job, the one a victim deleted already (the usual case after a restart) still has; else
-        # the owner of the victim still watched.
-        owners: dict[str, OwnerRef | None] = {victim: OwnerRef(kind="Job", name=job.name, uid=job_uid)
+        # A victim's Job, for its PodPreempted Event: the owner of the victim still watched (its
+        # apiVersion known); else the record's resume hold, which names it under its Job (one a
+        # victim deleted already, the usual case after a restart, still has) and carries no
+        # apiVersion: its holds are written to a batch/v1 Job.
+        owners: dict[str, OwnerRef | None] = {victim: OwnerRef(kind=JOB_KIND, name=job.name, uid=job_uid, api_version=JOB_API_VERSION)
                                               for job_uid, job in owed.jobs.items() for victim in job.holds}
-        owners.update({uid: shown.owner for uid in owed.pods if uid not in owners and (shown := self._pods.get(uid)) is not None})
+        owners.update({uid: shown.owner for uid in owed.pods if (shown := self._pods.get(uid)) is not None})
         engine = self._engine
         # Read now, under the engine lock: a hold given here that has ended since is not written back.
         ended = {(job_uid, victim) for job_uid, job in owed.jobs.items() for victim in job.holds

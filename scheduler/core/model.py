@@ -25,6 +25,9 @@ class OwnerRef(msgspec.Struct, frozen=True, gc=False):
     kind: str
     name: str
     uid: str
+    # Its ownerReference's apiVersion ("" where unknown): kind alone does not tell a batch/v1 Job
+    # from another group's kind "Job" (Volcano's batch.volcano.sh).
+    api_version: str = ""
 
 
 # The DisruptionTarget reason kube-scheduler's preemption writes on each victim (and cellfit's own).

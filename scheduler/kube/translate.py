@@ -172,7 +172,7 @@ def _requested(
 def _controller(refs: list[wire.OwnerReference] | None) -> OwnerRef | None:
     for ref in refs or ():
         if ref.controller:
-            return OwnerRef(kind=ref.kind, name=ref.name, uid=ref.uid)
+            return OwnerRef(kind=ref.kind, name=ref.name, uid=ref.uid, api_version=ref.apiVersion)
     return None
 
 

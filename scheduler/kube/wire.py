@@ -64,6 +64,7 @@ def device_count_named(schema: Any, *, gpu_resource: str) -> Any:
 
 
 class OwnerReference(msgspec.Struct, frozen=True, gc=False):
+    apiVersion: str = ""
     kind: str = ""
     name: str = ""
     uid: str = ""

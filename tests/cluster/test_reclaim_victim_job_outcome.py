@@ -32,8 +32,10 @@ from tests.preemption.test_hived_reclaim_victim_event import IGNORE_RULE, NOT_IG
 OPPORTUNISTIC, WAITING = 1000, 100
 
 
-def reclaimed_message(victim_job: dict[str, Any], *, with_jobs: bool = True) -> tuple[str, FitGppEngine, str]:
-    """The victim's Preempted Event after the leader's reclaim deleted it, the engine, the victim."""
+def reclaimed_message(victim_job: dict[str, Any], *, with_jobs: bool = True, owner_api_version: str = "batch/v1",
+                      api: Api | None = None) -> tuple[str, FitGppEngine, str]:
+    """The victim's Preempted Event after the leader's reclaim deleted it, the engine, the victim.
+    ``owner_api_version``: its Job's ownerReference's; ``api``: the one written to (a new one)."""
     hived = HivedEngine.from_config(rack_cluster(vcs={"a": [{"cellType": "V100-RACK", "count": 1}], "b": [{"cellType": "V100-RACK", "count": 1}]}))
     store = PodStore()
     engine = FitGppEngine(hived, settings=FitGppSettings(), pods=store)
@@ -44,7 +46,7 @@ def reclaimed_message(victim_job: dict[str, Any], *, with_jobs: bool = True) -> 
             pod(f"o{i}", 8, "b", priority="opportunistic"),
             priority=OPPORTUNISTIC,
             scheduler_name=PROFILE,
-            owner=OwnerRef(kind="Job", name=f"ob-{i}", uid=f"uid-ob-{i}"),
+            owner=OwnerRef(kind="Job", name=f"ob-{i}", uid=f"uid-ob-{i}", api_version=owner_api_version),
         )
         placed = schedule(engine, owned, NODES)  # type: ignore[arg-type]
         assert placed is not None
@@ -58,7 +60,7 @@ def reclaimed_message(victim_job: dict[str, Any], *, with_jobs: bool = True) -> 
     engine.apply_pod(waiting)
     assert filter_offered(engine, waiting, NODES).failed  # g books its cells and waits
     (victim,) = hived.pending_preemptions()["g"]
-    api, clock = Api(), Clock()
+    api, clock = api or Api(), Clock()
     controller = ReclaimController(
         api=api,
         engine=hived,

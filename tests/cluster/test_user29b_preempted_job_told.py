@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import tests.cluster.test_reclaim_victim_job_outcome as reclaim_tests
+from tests.cluster.test_reclaim import Api as ReclaimApi
 from scheduler.cluster import cache as cache_module
 from scheduler.constants import ANNOTATION_PREEMPTOR_HOLD
 from tests.cluster.test_preemption_finished_after_kill import ClusterApi, killed_after_the_record, restarted
@@ -76,17 +77,9 @@ def test_a_replica_finishing_a_killed_replicas_preemption_tells_the_job_once(mon
     assert len(told(api, "PodPreempted")) == 1 and len(told(api, "Preempted")) == 1
 
 
-def test_the_job_of_a_pod_hived_reclaims_is_told(monkeypatch: pytest.MonkeyPatch) -> None:
-    made: list[Any] = []
-
-    class Recorded(reclaim_tests.Api):  # type: ignore[misc, name-defined]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr(reclaim_tests, "Api", Recorded)
-    said, _, victim = reclaim_tests.reclaimed_message(job("ob", backoff_limit=6, rules=[IGNORE_RULE]))
-    (api,) = made
+def test_the_job_of_a_pod_hived_reclaims_is_told() -> None:
+    api = ReclaimApi()
+    said, _, victim = reclaim_tests.reclaimed_message(job("ob", backoff_limit=6, rules=[IGNORE_RULE]), api=api)
     (on_job,) = told(api, "PodPreempted")
     number = victim.removeprefix("o")
     assert (on_job["kind"], on_job["pod_name"], on_job["pod_uid"]) == ("Job", f"ob-{number}", f"uid-ob-{number}")

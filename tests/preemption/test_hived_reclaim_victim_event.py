@@ -59,7 +59,7 @@ def scene(victim_job: dict[str, Any]) -> tuple[FitGppEngine, PodInfo, str, str]:
     booked and waiting; the victim HiveD names and its node."""
     made = engine()
     for i in range(8):
-        owned = msgspec.structs.replace(opportunistic(f"o{i}"), owner=OwnerRef(kind="Job", name=f"ob-{i}", uid=f"uid-ob-{i}"))
+        owned = msgspec.structs.replace(opportunistic(f"o{i}"), owner=OwnerRef(kind="Job", name=f"ob-{i}", uid=f"uid-ob-{i}", api_version="batch/v1"))
         placed = schedule(made, owned, NODES)  # type: ignore[arg-type]
         assert placed is not None
         made.apply_pod(ours(placed, 10, phase="Running"))
