@@ -205,17 +205,23 @@ _TEMPLATE_DECODER: Final = msgspec.json.Decoder(_Template)
 
 def misplaced_annotations(job: Job) -> tuple[str, ...]:
     """cellfit's Job-level annotations (JOB_LEVEL_ANNOTATIONS, in that order) its user wrote on
-    the Job's pod template (spec.template.metadata.annotations) and not on the Job itself."""
+    the Job's pod template (spec.template.metadata.annotations) and not on the Job itself; the
+    configurations a placement copied there are cellfit's, not the user's."""
     if not job.spec.has_template:
         return ()
     template = bytes(job.spec.template)
     if not any(key.encode() in template for key in JOB_LEVEL_ANNOTATIONS):  # most Jobs: no decode
         return ()
     try:
-        on_template = _TEMPLATE_DECODER.decode(template).metadata.annotations or {}
+        metadata = _TEMPLATE_DECODER.decode(template).metadata
     except msgspec.ValidationError:  # a template that does not read: the sampling pods' build says so
         return ()
-    return tuple(key for key in JOB_LEVEL_ANNOTATIONS if key in on_template and key not in job.annotations)
+    on_template = metadata.annotations or {}
+    # A template cellfit placed (its label cellfit.io/placement, written in the same patch) holds
+    # cellfit's own copy of the configurations it was placed in, which the placer reads back: not
+    # its user's, and not misplaced once its user takes them off the Job.
+    ours = (ANNOTATION_CONFIGURATIONS,) if LABEL_PLACEMENT in (metadata.labels or {}) else ()
+    return tuple(key for key in JOB_LEVEL_ANNOTATIONS if key in on_template and key not in job.annotations and key not in ours)
 
 
 def _is_job(owner: OwnerReference) -> bool:
