@@ -80,6 +80,7 @@ from placer.holding import (
     hold,
 )
 from placer.patch import PodsRefused, check_pod_level_resources, containers_record
+from placer.pod_webhook_off import REASON_POD_WEBHOOK_OFF, PodWebhookOff, pod_webhook_off_message
 from placer.rewrite import ANNOTATION_STATED_NO_MORE, PoolConflict, apply_configuration, pool_conflict, shed_placement
 from placer.solver_wire import SolverSession, decide_encoded, exit_with_parent, queue_encoded
 from scheduler.config import DEFAULT_IN_PROCESS_BUDGET_SECONDS, AlloxSettings, EstimatorSettings
@@ -288,6 +289,8 @@ class PlacerController:
         # it, a Job whose template the API server will not rewrite would run its pods as written,
         # in no configuration, while told it runs in one.
         self._pod_webhook = pod_webhook
+        # Without it, the running Jobs a term before placed through it, told so once this term.
+        self._webhook_off = None if pod_webhook else PodWebhookOff()
         # The clock of a decision's budget (allox.decisionBudgetSeconds) in this process.
         self._monotonic = monotonic
         # Pools an autoscaler scales up from zero (estimator.nodesMayJoin): a configuration only
@@ -511,6 +514,10 @@ class PlacerController:
                 running.append(item)
                 running_uids.add(uid)
         self._seen = seen
+        if self._webhook_off is not None:
+            for job, kind in self._webhook_off.to_tell(jobs):
+                self._event(job, REASON_POD_WEBHOOK_OFF, pod_webhook_off_message(kind), warning=True)
+            self._webhook_off.log_due(now)
         # Job key -> why no node its configurations' node selectors admit holds it (told below).
         beyond_its_nodes: dict[str, str] = {}
         if self._allocatable_carrying is not None and waiting:
@@ -1852,6 +1859,9 @@ class PlacerController:
         return {
             "policy": self._settings.policy, "alpha": self._settings.alpha, "mechanism": self._settings.mechanism,
             "startsByMechanism": dict(self._mechanisms),
+            # Running Jobs placed through the pod-create webhook while it is off (admission.enabled:
+            # false): their new pods run in no configuration.
+            "runningWithoutPodWebhook": self._webhook_off.running_unconfigured() if self._webhook_off is not None else [],
             "decisionsCutShort": self._cut_short,  # by allox.decisionBudgetSeconds, since this process started
             # secondsFromState ends at the starts; the queue is planned after they are carried out.
             "lastDecision": {"at": last.at, "seconds": round(last.seconds, 6), "secondsFromState": round(last.from_state_seconds, 6),

@@ -15,34 +15,14 @@ from typing import Any
 
 import pytest
 
-from estimator.objects import JOB_DECODER
 from tests.estimator.test_controller import RecordingApi as EstimatorApi
 from tests.estimator.test_user29b_misplaced_annotations import following, misplaced_events, watched
-from tests.placer.test_controller import CONFIGURATIONS, RecordingApi
-from tests.placer.test_user29_no_pod_webhook import placer_of
-from tests.support.json_patch import patched
-
-
-def suspended_job() -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "a", "namespace": "alice", "uid": "uid-a", "resourceVersion": "7", "creationTimestamp": "2026-01-01T00:00:00Z",
-                     "annotations": {"cellfit.io/configurations": json.dumps(CONFIGURATIONS),
-                                     "cellfit.io/estimate": json.dumps({"cpu": {"seconds": 100}, "gpu": {"seconds": 10}})}},
-        "spec": {"suspend": True, "template": {"metadata": {"labels": {"job-name": "a"}},
-                                               "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}}},
-    }
+from tests.placer.test_review29_pod_webhook_off_told import started
 
 
 def placed_by_cellfit(mechanism: str) -> dict[str, Any]:
     """The Job as the API server holds it after the placer's start."""
-    body = suspended_job()
-    api = RecordingApi()
-    placer = placer_of(api, [JOB_DECODER.decode(json.dumps(body).encode())], mechanism=mechanism, pod_webhook=True)
-    placer.admit()
-    assert placer.inspect()["startsByMechanism"] == {mechanism: 1}
-    ((_, operations),) = api.patches
-    placed = patched(body, operations)
+    placed = started("a", mechanism)
     assert "cellfit.io/configurations" in placed["spec"]["template"]["metadata"]["annotations"]  # cellfit's copy
     return placed
 
