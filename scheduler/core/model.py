@@ -29,6 +29,22 @@ class OwnerRef(msgspec.Struct, frozen=True, gc=False):
     # from another group's kind "Job" (Volcano's batch.volcano.sh).
     api_version: str = ""
 
+    @property
+    def is_batch_job(self) -> bool:
+        """Whether the owner is a Kubernetes Job (batch/v1): :func:`is_batch_job`."""
+        return is_batch_job(kind=self.kind, api_version=self.api_version)
+
+
+def is_batch_job(*, kind: str, api_version: str) -> bool:
+    """Whether an owner of this kind and apiVersion is a Kubernetes Job (batch/v1), whose pods get
+    cellfit's Job handling (preemption counts, resume holds, podFailurePolicy, the resumed class):
+    kind "Job" of the group ``batch``, or of no apiVersion known. Every ownerReference the API
+    server holds names its apiVersion; only owners built in this process without one (the
+    simulator's, the validating webhook's Job template) lack it, and those are batch/v1 Jobs.
+    Another group's kind "Job" (Volcano's batch.volcano.sh, Kubeflow's) is another controller:
+    it gets none of that."""
+    return kind == "Job" and (api_version == "" or api_version.split("/")[0] == "batch")
+
 
 # The DisruptionTarget reason kube-scheduler's preemption writes on each victim (and cellfit's own).
 PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"

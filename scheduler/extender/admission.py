@@ -42,6 +42,7 @@ from placer.configuration import Configuration, parse_configurations
 from placer.patch import PodsRefused, checked_placement_patch
 from placer.rewrite import PoolConflict, pooled_selector
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, LABEL_PLACEMENT
+from scheduler.core.model import is_batch_job
 from scheduler.errors import InvalidAnnotation, InvalidRequest
 from scheduler.extender.metrics import ExtenderMetrics
 from scheduler.extender.service import Answer
@@ -172,7 +173,8 @@ class PodAdmission:
         if request.kind.kind != "Pod" or request.operation != "CREATE" or pod is None:
             return []
         job = next(
-            (o for o in pod.metadata.ownerReferences or () if o.kind == "Job" and o.controller and o.uid), None
+            (o for o in pod.metadata.ownerReferences or ()
+             if is_batch_job(kind=o.kind, api_version=o.apiVersion) and o.controller and o.uid), None
         )
         preemption = self._preemption
         if job is None or preemption is None or self._resumed_class is None:

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from estimator.objects import LABEL_SAMPLE_JOB
 from scheduler.constants import ANNOTATION_CONFIGURATIONS
+from scheduler.core.model import is_batch_job
 from scheduler.kubectl.api import InspectApi, KubeApi
 from scheduler.kubectl.errors import Forbidden, NotFound, PluginError, UsageError, ViewUnavailable
 from scheduler.kubectl.views import bad_nodes, largest_node_cell, unbound_cells, unhealthy_nodes
@@ -86,7 +87,8 @@ class FactReader:
         preempted = preempted_event(pod.events) if pod.deleting else None
         if preempted is not None:
             pod = replace(pod, preemption=self._preemption(namespace, name, preempted))
-        owner = next((o for o in obj["metadata"].get("ownerReferences") or [] if o.get("kind") == "Job"), None)
+        owner = next((o for o in obj["metadata"].get("ownerReferences") or []
+                      if is_batch_job(kind=o.get("kind", ""), api_version=o.get("apiVersion", ""))), None)
         job: JobFacts | None = None
         notes: tuple[str, ...] = ()
         if owner is not None:

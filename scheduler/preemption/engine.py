@@ -94,9 +94,10 @@ def _row_of(pod: PodInfo, preemptions: int | None) -> tuple[object, ...]:
 
 
 def _resumes_on_its_node(victim: PodInfo) -> bool:
-    """Whether a victim's Job gets a resume hold on its node: a bound pod a Job owns (the Job
-    controller makes its next pod)."""
-    return victim.owner is not None and victim.owner.kind == "Job" and victim.node_name is not None
+    """Whether a victim's Job gets a resume hold on its node: a bound pod a batch/v1 Job owns (the
+    Job controller makes its next pod; another group's kind "Job", Volcano's, is another
+    controller, whose holds cellfit neither writes nor reads)."""
+    return victim.owner is not None and victim.owner.is_batch_job and victim.node_name is not None
 
 
 def _among(positions: npt.NDArray[np.int64], verdicts: Verdicts) -> Verdicts:
@@ -903,8 +904,8 @@ class FitGppEngine:
         owner = victim.owner
         if owner is None:
             return NO_CONTROLLER_OUTCOME
-        if owner.kind != "Job":
-            return None
+        if not owner.is_batch_job:
+            return None  # another controller (a ReplicaSet, Volcano's Job) creates it again
         if self._job_deleted(owner.uid):
             return DELETED_JOB_OUTCOME
         job = self._jobs.get(owner.uid)
@@ -918,12 +919,13 @@ class FitGppEngine:
         return otherwise_if_exits(outcome, job.disruption_exit_codes, job.disruption_action, job.backoff_limit)
 
     def victim_jobs(self, victim_uids: Sequence[str]) -> list[tuple[JobInfo, int]]:
-        """The Jobs of these victims with their preemption counts after the decision, for the
-        driver to write back to each Job's ``cellfit.io/preemptions``."""
+        """The batch/v1 Jobs of these victims with their preemption counts after the decision, for
+        the driver to write back to each Job's ``cellfit.io/preemptions`` (another group's kind
+        "Job" has none: its preemptions are counted here alone, as a ReplicaSet's are)."""
         jobs: dict[str, tuple[JobInfo, int]] = {}
         for uid in victim_uids:
             pod = self._tracked_pod(uid)
-            if pod is not None and pod.owner is not None and pod.owner.kind == "Job" and not self._job_deleted(pod.owner.uid):
+            if pod is not None and pod.owner is not None and pod.owner.is_batch_job and not self._job_deleted(pod.owner.uid):
                 job = JobInfo(uid=pod.owner.uid, namespace=pod.namespace, name=pod.owner.name)
                 jobs[job.uid] = (job, self._job_counts.get(job.uid, 0))
         return list(jobs.values())
@@ -1082,7 +1084,7 @@ class FitGppEngine:
         if pod is None or pod_uid in self._chosen or not self._evidence.is_victim(pod):
             return
         owner = pod.owner
-        if owner is None or owner.kind != "Job" or self._job_deleted(owner.uid) or pod.node_name is None:
+        if owner is None or not owner.is_batch_job or self._job_deleted(owner.uid) or pod.node_name is None:
             return
         if job_class_or_best_effort(pod.labels) is not JobClass.BEST_EFFORT or self._job_counts.get(owner.uid, 0) < 1:
             return

@@ -29,7 +29,10 @@ from scheduler.preemption.table import CandidateTable
 
 def is_gang_pod(pod: PodInfo) -> bool:
     """Whether HiveD places the pod as a member of its Job's gang (scheduler/cells/request.py:
-    ``cellfit.io/gang: "true"`` on a pod a Job owns)."""
+    ``cellfit.io/gang: "true"`` on a pod a Job owns). Any group's kind "Job" (Volcano's too, not
+    only batch/v1: OwnerRef.is_batch_job): the gang is HiveD's, keyed by its owner's UID, and its
+    ranks hang whatever controller made them; what is written on the gang's Job
+    (``cellfit.io/gang-preempted``) is written only where a batch/v1 Job of that UID exists."""
     return pod.owner is not None and pod.owner.kind == "Job" and pod.annotations.get(ANNOTATION_GANG, "").strip().lower() == "true"
 
 
