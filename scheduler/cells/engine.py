@@ -32,6 +32,7 @@ from scheduler.cells.capabilities import WaitingGuarantee
 from scheduler.cells.planning import QuotaExhausted, Spot, Target, Unplaceable
 from scheduler.cells.gangs import give_back_gang
 from scheduler.cells.preemptor_claims import PreemptorClaims, keeps_quota
+from scheduler.cells.quota_leaving import quota_leaving_reason
 from scheduler.cells.virtual_clusters import VcState
 from scheduler.cells.check import CellsCheck, check_config, describe, stable_cell_types
 from scheduler.cells.expiry import BookingExpiry, BookingLimits, BookingReleased
@@ -1706,11 +1707,19 @@ class HivedEngine:
         return _Decision(booking.node or "", booking, alloc.victims(booking))
 
     def _refusal(self, error: Unplaceable | InvalidAnnotation) -> str:
-        """The reason a pod is refused; a quota exhausted names the preemptors whose cells of the
-        VC are booked for them."""
+        """The reason a pod is refused; a quota held by pods that are leaving says so
+        (quota_leaving.py), and a quota exhausted names the preemptors whose cells of the VC
+        are booked for them."""
         if not isinstance(error, Unplaceable):
             return str(error)
-        if not isinstance(error, QuotaExhausted) or not self._claims:
+        if not isinstance(error, QuotaExhausted):
+            return error.reason
+        if self.expiry.any_leaving:
+            leaving = quota_leaving_reason(error, bookings=self.allocator.bookings, leaving=self._leaving_booking,
+                                           terminating=self.expiry.is_terminating)
+            if leaving is not None:
+                return leaving
+        if not self._claims:
             return error.reason
         booked = self._claims.booked_in(error.vc.name, self.allocator.bookings)
         if not booked:

@@ -257,6 +257,10 @@ class BookingExpiry:
         """Whether the pod is leaving: terminating, or its deletion handed out."""
         return pod_uid is not None and pod_uid in self._leaving
 
+    def is_terminating(self, pod_uid: str) -> bool:
+        """Whether the watch has shown the pod terminating (not only its deletion handed out)."""
+        return pod_uid in self._terminating
+
     def is_freeing(self, pod_uid: str | None) -> bool:
         """Whether the pod is leaving and has not overstayed: its GPUs count as being freed for
         its VC's pods (freeing.py) only until its grace period and the margin have passed."""

@@ -13,7 +13,7 @@ from operator import attrgetter
 from typing import AbstractSet, Iterable, Mapping, Sequence
 
 from scheduler.cells.booking import Booking
-from scheduler.cells.discovery import legacy_names
+from scheduler.cells.discovery import is_discovered_name, legacy_names
 from scheduler.cells.fewest_victims import MAX_CANDIDATES, Shape, equal_picks, equal_spots, victim_cost
 from scheduler.cells.request import CellRequest, Priority
 from scheduler.cells.search import View, best_spot, pick_gpus
@@ -43,12 +43,15 @@ class Unplaceable(Exception):
 class QuotaExhausted(Unplaceable):
     """Every cell of ``vc``'s quota at the ``target`` level or above is in use and none has room
     for the pod: a gang whose earlier pods took the room left says so in its own words
-    (:meth:`Planner.gang_quota_reason`)."""
+    (:meth:`Planner.gang_quota_reason`). ``targets`` and ``gpus``: what was searched, for
+    the engine to tell whether pods leaving hold the quota (quota_leaving.py)."""
 
-    def __init__(self, reason: str, *, vc: VcState, target: Target) -> None:
+    def __init__(self, reason: str, *, vc: VcState, target: Target, targets: Sequence[Target] = (), gpus: int = 0) -> None:
         super().__init__(reason)
         self.vc = vc
         self.target = target
+        self.targets = targets
+        self.gpus = gpus
 
 
 # The most holders a reason names; the rest are counted.
@@ -354,10 +357,10 @@ class Planner:
         wanted = first.chain.type_at(first.level)
         if not quota_left:
             raise QuotaExhausted(
-                f"virtual cluster {vc.name!r} quota exhausted at level {wanted!r}: "
+                f"virtual cluster {vc.name!r} quota exhausted at level {level_words(wanted, first.chain.gpus[first.level - 1])}: "
                 f"none of its cells of type {wanted!r} or larger has {n} free {'GPU' if n == 1 else 'GPUs'} in one {wanted!r}, "
                 "and every cell of its quota is already in use",
-                vc=vc, target=first,
+                vc=vc, target=first, targets=targets, gpus=n,
             )
         offered = "" if allowed is None else " among the offered nodes"
         raise Unplaceable(
@@ -435,6 +438,13 @@ class Planner:
         wanted = targets[0].chain.type_at(targets[0].level)
         offered = "" if allowed is None else " on the offered nodes"
         raise Unplaceable(f"no idle {n} GPUs in one {wanted!r} cell{offered} for an opportunistic pod")
+
+
+def level_words(cell_type: str, gpus: int) -> str:
+    """A cell level as a reason names it: quoted, and, for a discovered type, how many GPUs its
+    cells hold, since its name counts its node's GPUs (``A100-2GPU`` is one GPU of a 2-GPU
+    node, discovery.base_name) and reads as a cell of that many."""
+    return f"{cell_type!r} (cells of {_gpus(gpus)})" if is_discovered_name(cell_type) else repr(cell_type)
 
 
 def _gpus(count: int) -> str:
