@@ -201,6 +201,20 @@ class SolverHung(CellfitError):
 _REFUSED_LEAD = re.compile(r"AlloX does not start this Job on ([a-z0-9.-]+(?: or [a-z0-9.-]+)*): (.*)\Z", re.DOTALL)
 
 
+# A waiting Job's condition (_NOTED_REASONS) ends with the kinds AlloX refuses it in, each
+# "; not on KIND[ or KIND]: REASON" (_refusal_note); what comes before reads back as without it.
+_REFUSED_NOTE: Final = "; not on "
+_REFUSED_NOTE_AT: Final = re.compile(re.escape(_REFUSED_NOTE) + r"[a-z0-9.-]+(?: or [a-z0-9.-]+)*: ")
+_NOTED_REASONS: Final = frozenset({"Queued", "NoMachine", "WaitingForMachine", "WaitingForQuota"})
+
+
+def refusal_note_split(message: str) -> tuple[str, str]:
+    """A waiting Job's condition ``message`` as (why it waits, the refusals it notes after: ""
+    for none)."""
+    found = _REFUSED_NOTE_AT.search(message)
+    return (message, "") if found is None else (message[:found.start()], message[found.start():])
+
+
 class NoPodWebhook(CellfitError):
     """A start whose pods only cellfit's pod-create webhook would give the configuration, with
     that webhook off."""
@@ -657,7 +671,9 @@ class PlacerController:
             queue_rows = [{"job": q.key, "kind": q.kind, "position": q.position, "expectedStartSeconds": round(q.expected_start_seconds, 1),
                            **({"virtualCluster": q.pool} if q.pool is not None else {}),
                            **({"startsWith": together[q.key]} if together[q.key] < q.position else {}),
-                           **({"backingOff": backed_off_in[q.key]} if q.key in backed_off_in else {})} for q in decision.queue]
+                           **({"backingOff": backed_off_in[q.key]} if q.key in backed_off_in else {}),
+                           **({"refused": note.removeprefix("; ")} if (note := self._refusal_note(by_key[q.key])) else {})}
+                          for q in decision.queue]
             self._queue_told = (now, decision.queue, queue_rows)
         pools = {w.key: w.pool for w in waiting}
         # A Job whose VC has free guarantee but AlloX's nodes no free GPU lacks machines, not quota.
@@ -739,7 +755,8 @@ class PlacerController:
             progress=dict(decision.progress), progress_spread=decision.progress_spread,
             released=[{"job": item.key, "kind": item.kind, "why": state} for item, state in released],
             awaiting=[{"job": item.key, "kind": item.kind} for item in running if item.awaiting],
-            held=[{"job": key, "reason": reason, "message": message,
+            held=[{"job": key, "reason": reason,
+                   "message": message + self._refusal_note(by_key[key]) if reason in _NOTED_REASONS else message,
                    **({"virtualCluster": vc} if (vc := pools.get(key)) is not None else {})}
                   for key, (reason, message) in held.items()],
         )
@@ -1487,14 +1504,17 @@ class PlacerController:
         if told is None:  # told by this cellfit before it restarted, or by the replica that led before
             placed = job.condition(CONDITION_PLACED)
             told = placed.message if placed is not None and (placed.status, placed.reason) == ("False", "Queued") else None
+        note = self._refusal_note(job)
+        told_head, told_note = refusal_note_split(told) if told is not None else (None, "")
         any_moment = overdue if queued.expected_start_seconds <= 0 and overdue is not None else None
         message = queued_message(place=place, starts_at=starts_at, together=with_whom, backing_off=backing_off, any_moment=any_moment)
         self._event_queued(job, where=where, told=told, message=message)
         tolerance = start_tolerance_seconds(wait_seconds=queued.expected_start_seconds, grid_seconds=self._settings.omega_grid_seconds)
-        if told is not None and (told == message if any_moment is not None else
-                                 still_says(told, place=place, starts_at=starts_at, tolerance_seconds=tolerance, backing_off=backing_off,
-                                            now=now)):
-            named = told_first(told, position=queued.position)
+        if told is not None and told_head is not None and told_note == note and (
+                told_head == message if any_moment is not None else
+                still_says(told_head, place=place, starts_at=starts_at, tolerance_seconds=tolerance, backing_off=backing_off,
+                           now=now)):
+            named = told_first(told_head, position=queued.position)
             if named == queued.position or all(abs((starts or {}).get(position, starts_at) - starts_at) <= tolerance
                                                for position in range(named, queued.position)):
                 with self._lock:
@@ -1733,6 +1753,29 @@ class PlacerController:
         return "; ".join(f"AlloX does not start this Job on {' or '.join(dict.fromkeys(kinds))}: {reason}" if kinds else reason
                          for reason, kinds in kinds_by_reason.items())
 
+    def _refusal_note(self, job: Job) -> str:
+        """``; not on cpu: <why>``: the kinds AlloX refuses a waiting Job in, which its condition
+        says after why it waits in the others ("" for none, or once the Job changed since, which
+        lifts the refusal). A Job this process has not refused keeps what its condition says of
+        it (written before a restart): the refusals live in memory, and the Job is tried again
+        there only when AlloX next chooses it in that kind, which refuses it again or starts it."""
+        uid = job.metadata.uid
+        said = self._refusals.get(uid)
+        if said is None:
+            with self._lock:
+                told = self._told.get(uid)
+            if told is None:
+                placed = job.condition(CONDITION_PLACED)
+                told = placed.message if placed is not None and placed.status == "False" and placed.reason in _NOTED_REASONS else ""
+            return refusal_note_split(told or "")[1]
+        standing = self._refused.get(uid)
+        kinds = sorted(kind for kind in (standing[1] if standing is not None else ()) if kind in said)
+        kinds_by_reason: dict[str, list[str]] = {}
+        for kind in kinds:
+            lead = _REFUSED_LEAD.match(said[kind])
+            kinds_by_reason.setdefault(lead.group(2) if lead is not None else said[kind], []).append(kind)
+        return "".join(f"{_REFUSED_NOTE}{' or '.join(named)}: {reason}" for reason, named in kinds_by_reason.items())
+
     def _outside_pool(self, configurations: Configurations, template: bytes) -> frozenset[str]:
         """The kinds of a Job whose pods would select no node of AlloX's (``allox.nodeSelector``):
         a conflict of the template's own is every kind's, refused in one pass, not one per kind."""
@@ -1798,8 +1841,13 @@ class PlacerController:
         return Demand(cpu=max(self._settings.reserved_cpu_per_gpu, found.cpu), memory=found.memory)
 
     def _tell(self, job: Job, *, status: str, reason: str, message: str) -> bool:
-        """Set the Job's ``Placed`` condition; False when it says that already."""
+        """Set the Job's ``Placed`` condition; False when it says that already. A waiting Job's
+        (``_NOTED_REASONS``) says after why it waits the kinds AlloX refuses it in
+        (:meth:`_refusal_note`): the refusal's Event expires in an hour, and the condition said
+        only "waiting for a gpu" of a Job whose cpu configuration never starts."""
         uid = job.metadata.uid
+        if status == "False" and reason in _NOTED_REASONS:
+            message += self._refusal_note(job)
         with self._lock:
             told = self._told.get(uid)
             self._told[uid] = message
@@ -2204,7 +2252,7 @@ def _position(queued: Queued) -> int:
 def queued_said(message: str | None) -> tuple[str, float] | None:
     """The place and the expected start (seconds since the epoch) a queued Job's condition says;
     None for any other message, an older cellfit's ("expected start in ~12 min") among them."""
-    found = _QUEUED_MESSAGE.fullmatch(message or "")
+    found = _QUEUED_MESSAGE.fullmatch(refusal_note_split(message or "")[0])
     if found is None:
         return None
     if found["at"] is None:  # expected to start any moment: no time
@@ -2216,14 +2264,14 @@ def queued_said(message: str | None) -> tuple[str, float] | None:
 def backing_off_said(message: str | None) -> str:
     """The back-off in its other kind a queued Job's condition says before its place ("" for
     none, or for any other message)."""
-    found = _QUEUED_MESSAGE.fullmatch(message or "")
+    found = _QUEUED_MESSAGE.fullmatch(refusal_note_split(message or "")[0])
     return (found["backing"] or "") if found is not None else ""
 
 
 def told_first(message: str, *, position: int) -> int:
     """The first position a queued Job's condition says it starts together with ("the 1st to
     3rd": 1), ``position`` (its own) where it names none."""
-    found = _QUEUED_MESSAGE.fullmatch(message)
+    found = _QUEUED_MESSAGE.fullmatch(refusal_note_split(message)[0])
     named = _FIRST_NAMED.match(found["together"]) if found is not None and found["together"] else None
     return min(int(named[1]), position) if named is not None else position
 

@@ -225,8 +225,9 @@ def queue_rows(view: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "position": _position(row),
                 "expected-start": expected_start(float(row.get("expectedStartSeconds") or 0.0)),
                 "vc": row.get("virtualCluster"),
-                # Backed off in its other kind after AlloX suspended it again (SuspendedAgain).
-                **({"waiting": row["backingOff"]} if row.get("backingOff") else {}),
+                # Backed off in its other kind after AlloX suspended it again (SuspendedAgain), and
+                # the kinds AlloX refuses it in ("not on cpu: ..."), which its condition says too.
+                **({"waiting": waiting} if (waiting := "; ".join(str(row[k]) for k in ("backingOff", "refused") if row.get(k))) else {}),
             })
     # Jobs AlloX holds without a place in the queue: no kind, position or start to give, but
     # waiting all the same (`why` says "queued by AlloX (NoMachine): ..." of each).

@@ -55,6 +55,9 @@ NOT_ESTIMATED, UNSUSPENDED = "NotEstimated", "unsuspended"
 QUEUED_AT = re.compile(r"(?P<place>.+), expected start at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \(AlloX\)")
 QUEUED_IN = re.compile(r"(?P<place>.+), expected start in ~(?P<amount>\d+(?:\.\d+)?) (?P<unit>s|min|h) \(AlloX\)")
 _UNIT_SECONDS = {"s": 1.0, "min": 60.0, "h": 3600.0}
+# What a waiting Job's Placed condition says after why it waits of the kinds AlloX refuses it in
+# ("...; not on cpu: <why>", placer/controller.py _refusal_note): told with its place.
+REFUSED_NOTE = re.compile(r"; not on [a-z0-9.-]+(?: or [a-z0-9.-]+)*: ")
 # The Job controller's FailedCreate Event: "Error creating: <the API server's refusal>".
 FAILED_CREATE_PREFIX = "Error creating: "
 # client-go's event correlator, past ten Events of one reason with differing messages in ten
@@ -337,7 +340,8 @@ def _deciding(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
         together = together_with(position, int(entry.get("startsWith", position)))
         starting = f", starting together with {together}" if together else ""
         return Answer(reason="allox-queue",
-                      summary=f"queued by AlloX: {ordinal(position)} on {kind}{starting}, expected start in {when}",
+                      summary=f"queued by AlloX: {ordinal(position)} on {kind}{starting}, expected start in {when}"
+                              f"{_refusal_note(placed)}",
                       details=details + ((f"Placed: {placed.message}",) if placed is not None and placed.message else ()))
     if placed is not None and placed.status == "False" and placed.reason == "Refused":
         # Its pods would run outside AlloX's nodes: AlloX starts it in no kind until its user
@@ -349,7 +353,8 @@ def _deciding(job: JobFacts, view: CellfitView, *, now: float | None) -> Answer:
     if placed is not None and placed.status == "False":
         queued = _queued_from_condition(placed, now=now)
         if queued is not None:
-            return Answer(reason="allox-queue", summary=f"queued by AlloX: {queued}", details=details + (f"Placed: {placed.message}",))
+            return Answer(reason="allox-queue", summary=f"queued by AlloX: {queued}{_refusal_note(placed)}",
+                          details=details + (f"Placed: {placed.message}",))
         return Answer(reason="allox-queue", summary=f"queued by AlloX ({placed.reason}): {placed.message}", details=details)
     has_estimate = (job.estimate is not None or (estimated is not None and estimated.status == "True")
                     or (view.estimator_entry or {}).get("state") in ("estimated", "user-estimate"))
@@ -390,15 +395,30 @@ def _queued_from_condition(placed: Condition, *, now: float | None) -> str | Non
 def _queued_start(placed: Condition) -> tuple[str, float] | None:
     """The place and the expected start (seconds since the epoch) a Queued condition says: its
     time, or (an older cellfit's wording) the wait it said added to when it said it."""
-    at = QUEUED_AT.fullmatch(placed.message)
+    message = _without_refusal_note(placed.message)
+    at = QUEUED_AT.fullmatch(message)
     if at is not None:
         starts_at = timestamp(at["at"])
         return None if starts_at is None else (at["place"], starts_at)
-    wait = QUEUED_IN.fullmatch(placed.message)
+    wait = QUEUED_IN.fullmatch(message)
     said = timestamp(placed.since)
     if wait is None or said is None:
         return None
     return wait["place"], said + float(wait["amount"]) * _UNIT_SECONDS[wait["unit"]]
+
+
+def _refusal_note(placed: Condition | None) -> str:
+    """``; not on cpu: <why>`` of a waiting Job's Placed condition ("" for none): AlloX's queue
+    entry gives its place, the condition alone the kinds it is refused in."""
+    if placed is None or placed.status != "False" or not placed.message:
+        return ""
+    found = REFUSED_NOTE.search(placed.message)
+    return placed.message[found.start():] if found is not None else ""
+
+
+def _without_refusal_note(message: str) -> str:
+    found = REFUSED_NOTE.search(message)
+    return message[:found.start()] if found is not None else message
 
 
 def _estimating(job: JobFacts, view: CellfitView, estimated: Condition | None) -> Answer:
