@@ -15,7 +15,7 @@ import logging
 import sys
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TextIO
 
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
 # uvicorn adds ``color_message``, an ANSI-coloured copy of the message, for its own formatter.
@@ -138,8 +138,29 @@ def _one_line(value: Any) -> Any:
     return value
 
 
+class StderrHandler(logging.StreamHandler[TextIO]):
+    """Writes to ``sys.stderr`` as it is when a record is written, not as it was when logging
+    was configured: a caller that swaps ``sys.stderr`` for a while and closes its own afterwards
+    (pytest's capsys around a test calling ``cellfit serve``) must not leave every later record,
+    from any thread, failing with "I/O operation on closed file". A stream given with
+    :meth:`setStream` is held, as a StreamHandler's is."""
+
+    def __init__(self) -> None:
+        self._chosen: TextIO | None = None
+        super().__init__()
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr if self._chosen is None else self._chosen
+
+    @stream.setter
+    def stream(self, chosen: TextIO) -> None:
+        # StreamHandler's __init__ assigns the sys.stderr of the moment: that one is not held.
+        self._chosen = None if chosen is sys.stderr else chosen
+
+
 def configure_logging(*, level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RepeatLimiter())
     root = logging.getLogger()
