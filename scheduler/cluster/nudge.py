@@ -313,6 +313,13 @@ class VictimRequeue:
         self._stop.set()
         self._gone.set()
 
+    def join(self, timeout: float | None = None) -> None:
+        """Wait up to ``timeout`` seconds for the loop's thread to end once stopped: a signal in
+        flight at shutdown (two API calls) is still sending, and would log after the service
+        stopped."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+
     def _run(self) -> None:
         while True:
             self._gone.wait()

@@ -325,6 +325,8 @@ def build_runtime(
                 sweeper.stop()
             if victim_requeue is not None:
                 victim_requeue.stop()
+                # A signal in flight makes two API calls, each bounded by the client's timeout.
+                victim_requeue.join(2 * settings.cluster.request_timeout_seconds)
             if quotas is not None:
                 quotas.stop()
             if cache is not None:

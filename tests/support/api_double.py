@@ -11,7 +11,9 @@ from typing import Any, Iterator
 
 class ListingApi:
     """Lists ``nodes``, ``pods`` (only once :meth:`release_pods` is called, when ``hold_pods``)
-    and ``jobs``; watches stay quiet; records bindings."""
+    and ``jobs``; watches stay quiet; records bindings, and the pods created and deleted (the
+    requeue signal's: without them a due signal failed on an AttributeError, and was retried and
+    logged every second for as long as the test's service ran)."""
 
     source = "test double"
 
@@ -32,6 +34,8 @@ class ListingApi:
         self.bindings: list[tuple[str, str]] = []
         self.binding_annotations: dict[str, dict[str, str]] = {}  # by pod UID: what the binding wrote
         self.pages_listed = 0
+        self.pods_created: list[dict[str, Any]] = []  # the requeue signal pods, as created
+        self.pods_deleted: list[str] = []  # namespace/name
 
     def fenced(self, acting: Any) -> "ListingApi":
         """The double has no writes to fence: a term's drivers get the double itself."""
@@ -70,6 +74,28 @@ class ListingApi:
 
     def watch_path(self, path: str, *, resource_version: str) -> Iterator[bytes]:
         return self.watch(path, resource_version=resource_version)
+
+    def list_pending_pods(self, scheduler_name: str, *, resource_version: str = "0") -> bytes:
+        """The profile's pending pods on no node, as the requeue nudge's field selector lists them."""
+        pending = [
+            pod for pod in self.pods
+            if pod.get("spec", {}).get("schedulerName", "default-scheduler") == scheduler_name
+            and not pod.get("spec", {}).get("nodeName")
+            and pod.get("status", {}).get("phase", "Pending") == "Pending"
+        ]
+        return json.dumps({"metadata": {"resourceVersion": "100"}, "items": pending}).encode()
+
+    def watch_pending_pods(self, scheduler_name: str, *, resource_version: str) -> Iterator[bytes]:
+        return self.watch("pending-pods", resource_version=resource_version)
+
+    def create_pod(self, *, namespace: str, pod: dict[str, Any]) -> None:
+        """Records the pod (cellfit creates only requeue signal pods)."""
+        self.pods_created.append(pod)
+
+    def delete_pod(
+        self, *, namespace: str, name: str, uid: str | None = None, grace_period_seconds: int | None = None
+    ) -> None:
+        self.pods_deleted.append(f"{namespace}/{name}")
 
     async def get_pod(self, namespace: str, name: str) -> None:
         return None
