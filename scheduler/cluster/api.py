@@ -760,7 +760,7 @@ def _in_cluster() -> bool:
 def _status_error(status: int, body: bytes, action: str) -> KubernetesApiError:
     message = "error"
     try:
-        message = wire.STATUS_DECODER.decode(body).message or message
+        message = wire.STATUS_DECODER.decode(body).text() or message
     except Exception:
         pass
     return KubernetesApiError(f"{action}: {message} (HTTP {status})", status=status)
@@ -789,7 +789,7 @@ def _api_error(error: ApiException, action: str) -> KubernetesApiError:
     message = error.reason or "error"
     if error.body:
         try:
-            message = wire.STATUS_DECODER.decode(error.body).message or message
+            message = wire.STATUS_DECODER.decode(error.body).text() or message
         except Exception:
             pass
     return KubernetesApiError(f"{action}: {message} (HTTP {error.status})", status=error.status)

@@ -373,12 +373,31 @@ class DecodedNodeList(msgspec.Struct, frozen=True, gc=False):
     items: list[Node] = []
 
 
+class StatusCause(msgspec.Struct, frozen=True, gc=False):
+    message: str = ""
+    field: str = ""
+
+
+class StatusDetails(msgspec.Struct, frozen=True, gc=False):
+    causes: list[StatusCause] | None = None
+
+
 class Status(msgspec.Struct, frozen=True, gc=False):
-    """metav1.Status, as sent in a watch ERROR event."""
+    """metav1.Status: an API error's answer, and a watch ERROR event's object."""
 
     code: int = 0
     reason: str = ""
     message: str = ""
+    details: StatusDetails | None = None
+
+    def text(self) -> str:
+        """The message, and each cause's where the message does not hold it already: the API
+        server's answer to a JSON Patch whose operation failed (a ``test`` among them) says only
+        "the server rejected our request due to an error in our request" and names the failed
+        operation's path in its one cause ("testing value /spec/suspend failed: test failed")."""
+        causes = self.details.causes if self.details is not None and self.details.causes else ()
+        told = [cause.message for cause in causes if cause.message and cause.message not in self.message]
+        return "; ".join([self.message, *told]) if self.message and told else self.message or "; ".join(told)
 
 
 class WatchEvent(msgspec.Struct, frozen=True, gc=False):
