@@ -13,8 +13,8 @@ from scheduler.core.model import OwnerRef
 from scheduler.errors import KubernetesApiError
 
 JOB_KIND = "Job"
-# Only batch/v1's: the Event names its involvedObject batch/v1, so another group's kind "Job"
-# (Volcano's batch.volcano.sh) would get one nobody sees, a wasted write.
+# Only batch/v1's (OwnerRef.is_batch_job): the Event names its involvedObject batch/v1, so another
+# group's kind "Job" (Volcano's batch.volcano.sh) would get one nobody sees, a wasted write.
 JOB_API_VERSION = "batch/v1"
 # Not the pod's "Preempted": on the Job it tells of one of its pods (kubectl describe job lists
 # "PodPreempted  pod be-2-x7k2p preempted by ..."), and readers of the pods' Events stay theirs.
@@ -40,7 +40,7 @@ def tell_job_of_preempted(api: JobEvents, *, namespace: str, pod_name: str, pod_
     ``message``; nothing for a pod no batch/v1 Job owns. One per pod, under one name
     (preempted_event_name): a second writer (a replica finishing the preemptor's record) adds
     none."""
-    if owner is None or owner.kind != JOB_KIND or owner.api_version != JOB_API_VERSION:
+    if owner is None or not owner.is_batch_job:
         return
     try:
         api.create_event(namespace=namespace, pod_name=owner.name, pod_uid=owner.uid, reason=REASON_POD_PREEMPTED,
