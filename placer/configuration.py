@@ -19,13 +19,13 @@ as in a container spec. Every error names the field, for the Job's Event and con
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final, Literal, Mapping
 
 from scheduler.constants import ANNOTATION_CONFIGURATIONS, RESOURCE_CPU, RESOURCE_MEMORY
+from scheduler.core.labels import LABEL_KEY, LABEL_NAME_RULE, LABEL_VALUE
 from scheduler.core.resources import cpu_millis, device_count, parse_quantity
 from scheduler.errors import InvalidAnnotation, InvalidQuantity
 
@@ -40,11 +40,6 @@ _TOLERATION_OPERATORS: Final = ("Equal", "Exists")
 _TOLERATION_EFFECTS: Final = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 # A toleration's key is a label key, its value (operator Equal) a label value: the API server
 # refuses the pod otherwise (ValidateTolerations), and every sampling run with it.
-_LABEL_NAME_RULE: Final = "up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
-_LABEL_VALUE: Final = re.compile(r"(?=.{0,63}\Z)(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?", re.ASCII)
-_LABEL_KEY: Final = re.compile(
-    r"(?:(?=[^/]{1,253}/)[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
-    r"(?=.{1,63}\Z)[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
 # The API server caps all annotations of an object at 256 KiB together.
 MAX_ANNOTATION_BYTES: Final = 256 * 1024
 # What AlloX books a machine by beside devices (placer/controller.py counts one pod of the rewrite
@@ -262,9 +257,9 @@ def _toleration_values(toleration: Mapping[str, Any], *, where: str) -> None:
     for name in ("key", "operator", "value", "effect"):
         if name in toleration and not isinstance(toleration[name], str):
             raise InvalidAnnotation(f"must be a string, got {toleration[name]!r}", field=f"{where}.{name}")
-    if toleration.get("key") and not _LABEL_KEY.fullmatch(toleration["key"]):
+    if toleration.get("key") and not LABEL_KEY.fullmatch(toleration["key"]):
         raise InvalidAnnotation(f"{toleration['key']!r} is not a taint key the API server takes: an optional DNS-subdomain "
-                                f"prefix and '/', then {_LABEL_NAME_RULE}", field=f"{where}.key")
+                                f"prefix and '/', then {LABEL_NAME_RULE}", field=f"{where}.key")
     operator = toleration.get("operator") or "Equal"
     if operator not in _TOLERATION_OPERATORS:
         raise InvalidAnnotation(f"{operator!r} is not a toleration operator; expected {' or '.join(_TOLERATION_OPERATORS)}",
@@ -276,9 +271,9 @@ def _toleration_values(toleration: Mapping[str, Any], *, where: str) -> None:
         raise InvalidAnnotation("without a key the operator must be Exists (it tolerates every taint)", field=f"{where}.operator")
     if operator == "Exists" and toleration.get("value"):
         raise InvalidAnnotation("must be empty with operator Exists", field=f"{where}.value")
-    if operator == "Equal" and not _LABEL_VALUE.fullmatch(toleration.get("value", "")):
+    if operator == "Equal" and not LABEL_VALUE.fullmatch(toleration.get("value", "")):
         raise InvalidAnnotation(f"{toleration['value']!r} is not a taint value the API server takes: empty, or "
-                                f"{_LABEL_NAME_RULE}", field=f"{where}.value")
+                                f"{LABEL_NAME_RULE}", field=f"{where}.value")
     if "tolerationSeconds" in toleration:
         seconds = toleration["tolerationSeconds"]
         if isinstance(seconds, bool) or not isinstance(seconds, int):
@@ -330,11 +325,9 @@ def is_extended_resource(name: str) -> bool:
 
 
 # What the API server takes as a container's resource name: a standard one, or a qualified name
-# (a DNS subdomain, "/", a name of up to 63 characters) outside the "requests." prefix quotas use.
+# (a DNS subdomain, "/", a name of up to 63 characters: a label key with its prefix) outside the
+# "requests." prefix quotas use.
 _STANDARD_RESOURCES: Final = frozenset({RESOURCE_CPU, RESOURCE_MEMORY, "ephemeral-storage"})
-_QUALIFIED_NAME: Final = re.compile(
-    r"(?=.{1,253}/)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-)
 
 
 def _check_resource_name(name: str, *, where: str) -> None:
@@ -344,7 +337,7 @@ def _check_resource_name(name: str, *, where: str) -> None:
         if name not in _STANDARD_RESOURCES and not name.startswith("hugepages-"):
             raise InvalidAnnotation(f"is no resource a container may ask for: expected {', '.join(sorted(_STANDARD_RESOURCES))}, "
                                     "hugepages-<size>, or an extended resource such as nvidia.com/gpu", field=where)
-    elif name.startswith("requests.") or not _QUALIFIED_NAME.fullmatch(name):
+    elif name.startswith("requests.") or not LABEL_KEY.fullmatch(name):  # "/" in it: the prefix is there
         raise InvalidAnnotation("is no resource name a container may ask for: an extended resource is a domain, '/' and a "
                                 "name, such as nvidia.com/gpu", field=where)
 

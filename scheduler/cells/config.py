@@ -11,7 +11,6 @@ assignment is a separate step (``scheduler.cells.check``) because it needs the c
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Final, Iterable, Mapping, Sequence
 
@@ -26,11 +25,9 @@ from pydantic import (
     model_validator,
 )
 
+from scheduler.core.labels import LABEL_VALUE
 from scheduler.errors import ConfigError
 from scheduler.messages import MAX_PROBLEMS, clip, first_problems, quoted
-
-# Kubernetes label values: the VC name is read from a pod label, so it must be writable as one.
-_LABEL_VALUE_RE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 # What a configuration may describe, checked before a cell is built: one `childCount:
 # 1000000000` would otherwise build cells until memory runs out. The cell tree costs ~0.55 KB a
@@ -527,7 +524,8 @@ def virtual_cluster_problems(
     claimed: dict[str, str] = {}
     for vc, spec in virtual_clusters.items():
         where = field_path(("virtualClusters", vc), prefix=prefix)
-        if not vc or len(vc) > 63 or not _LABEL_VALUE_RE.fullmatch(vc):
+        # The VC is named by a pod label, so its name must be writable as a label value.
+        if not vc or not LABEL_VALUE.fullmatch(vc):
             problems.append(f"{where}: {quoted(vc)} is not a valid label value (the VC is named by the pod label)")
         seen: set[str] = set()
         for i, cell in enumerate(spec.cells):
