@@ -201,6 +201,13 @@ class SolverHung(CellfitError):
 _REFUSED_LEAD = re.compile(r"AlloX does not start this Job on ([a-z0-9.-]+(?: or [a-z0-9.-]+)*): (.*)\Z", re.DOTALL)
 
 
+def _refused_reason(told: str) -> tuple[str, list[str]]:
+    """A refusal as told (_REFUSED_LEAD): its reason and the kinds it names (without that lead:
+    the whole text, and no kind)."""
+    lead = _REFUSED_LEAD.match(told)
+    return (lead.group(2), lead.group(1).split(" or ")) if lead is not None else (told, [])
+
+
 # A waiting Job's condition (_NOTED_REASONS) ends with the kinds AlloX refuses it in, each
 # "; not on KIND[ or KIND]: REASON" (_refusal_note); what comes before reads back as without it.
 _REFUSED_NOTE: Final = "; not on "
@@ -1747,9 +1754,8 @@ class PlacerController:
         said = self._refusals.get(uid, {})
         kinds_by_reason: dict[str, list[str]] = {}
         for kind in sorted(said):
-            lead = _REFUSED_LEAD.match(said[kind])
-            reason = lead.group(2) if lead is not None else said[kind]
-            kinds_by_reason.setdefault(reason, []).extend(lead.group(1).split(" or ") if lead is not None else [])
+            reason, named = _refused_reason(said[kind])
+            kinds_by_reason.setdefault(reason, []).extend(named)
         return "; ".join(f"AlloX does not start this Job on {' or '.join(dict.fromkeys(kinds))}: {reason}" if kinds else reason
                          for reason, kinds in kinds_by_reason.items())
 
@@ -1772,8 +1778,7 @@ class PlacerController:
         kinds = sorted(kind for kind in (standing[1] if standing is not None else ()) if kind in said)
         kinds_by_reason: dict[str, list[str]] = {}
         for kind in kinds:
-            lead = _REFUSED_LEAD.match(said[kind])
-            kinds_by_reason.setdefault(lead.group(2) if lead is not None else said[kind], []).append(kind)
+            kinds_by_reason.setdefault(_refused_reason(said[kind])[0], []).append(kind)
         return "".join(f"{_REFUSED_NOTE}{' or '.join(named)}: {reason}" for reason, named in kinds_by_reason.items())
 
     def _outside_pool(self, configurations: Configurations, template: bytes) -> frozenset[str]:
