@@ -1267,10 +1267,7 @@ class EstimatorController:
             self._misplaced_untold.clear()
         for job, keys in untold:
             if keys:
-                self._attempt(lambda: self._api.create_event(
-                    namespace=job.metadata.namespace, pod_name=job.metadata.name, pod_uid=job.metadata.uid,
-                    reason=MISPLACED_ANNOTATION, message=misplaced_message(job, keys), warning=True, kind="Job",
-                ), what=f"event on {_key(job)}")
+                self._send_event(job, MISPLACED_ANNOTATION, misplaced_message(job, keys), warning=True)
 
     def _view(self, job: Job, state: JobState, message: str, *, samples: list[dict[str, Any]] | None = None, estimate: Mapping[str, Any] | None = None) -> None:
         with self._lock:
@@ -1286,8 +1283,10 @@ class EstimatorController:
             return True
 
     def _event(self, job: Job, reason: str, message: str, *, warning: bool, once: str) -> None:
-        if not self._said_once(job, f"event:{reason}:{once}"):
-            return
+        if self._said_once(job, f"event:{reason}:{once}"):
+            self._send_event(job, reason, message, warning=warning)
+
+    def _send_event(self, job: Job, reason: str, message: str, *, warning: bool) -> None:
         self._attempt(
             lambda: self._api.create_event(namespace=job.metadata.namespace, pod_name=job.metadata.name, pod_uid=job.metadata.uid, reason=reason, message=message, warning=warning, kind="Job"),
             what=f"event on {_key(job)}",
